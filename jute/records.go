@@ -1,0 +1,919 @@
+// Records of ZooKeeper's client protocol, in field order. Each has a hand-written Encode and
+// Decode; see the package doc for the encoding rules.
+
+package jute
+
+// RequestHeader is the header of every client request frame.
+type RequestHeader struct {
+	Xid  int32
+	Type Op
+}
+
+// Encode appends r to e.
+func (r *RequestHeader) Encode(e *Encoder) {
+	e.Int32(r.Xid)
+	e.Int32(int32(r.Type))
+}
+
+// Decode reads r from d.
+func (r *RequestHeader) Decode(d *Decoder) {
+	r.Xid = d.Int32()
+	r.Type = Op(d.Int32())
+}
+
+// ReplyHeader is the header of every server reply frame. A body follows only when Err is 0.
+type ReplyHeader struct {
+	Xid  int32
+	Zxid int64
+	Err  Code
+}
+
+// Encode appends r to e.
+func (r *ReplyHeader) Encode(e *Encoder) {
+	e.Int32(r.Xid)
+	e.Int64(r.Zxid)
+	e.Int32(int32(r.Err))
+}
+
+// Decode reads r from d.
+func (r *ReplyHeader) Decode(d *Decoder) {
+	r.Xid = d.Int32()
+	r.Zxid = d.Int64()
+	r.Err = Code(d.Int32())
+}
+
+// Id is an identity: a scheme and an id within it.
+type Id struct {
+	Scheme string
+	ID     string
+}
+
+// Encode appends r to e.
+func (r *Id) Encode(e *Encoder) {
+	e.String(r.Scheme)
+	e.String(r.ID)
+}
+
+// Decode reads r from d.
+func (r *Id) Decode(d *Decoder) {
+	r.Scheme = d.String()
+	r.ID = d.String()
+}
+
+// ACL is one access-control entry.
+type ACL struct {
+	Perms int32
+	ID    Id
+}
+
+// Encode appends r to e.
+func (r *ACL) Encode(e *Encoder) {
+	e.Int32(r.Perms)
+	r.ID.Encode(e)
+}
+
+// Decode reads r from d.
+func (r *ACL) Decode(d *Decoder) {
+	r.Perms = d.Int32()
+	r.ID.Decode(d)
+}
+
+// Stat is a znode's metadata as sent on the wire (68 bytes).
+type Stat struct {
+	Czxid          int64
+	Mzxid          int64
+	Ctime          int64
+	Mtime          int64
+	Version        int32
+	Cversion       int32
+	Aversion       int32
+	EphemeralOwner int64
+	DataLength     int32
+	NumChildren    int32
+	Pzxid          int64
+}
+
+// Encode appends r to e.
+func (r *Stat) Encode(e *Encoder) {
+	e.Int64(r.Czxid)
+	e.Int64(r.Mzxid)
+	e.Int64(r.Ctime)
+	e.Int64(r.Mtime)
+	e.Int32(r.Version)
+	e.Int32(r.Cversion)
+	e.Int32(r.Aversion)
+	e.Int64(r.EphemeralOwner)
+	e.Int32(r.DataLength)
+	e.Int32(r.NumChildren)
+	e.Int64(r.Pzxid)
+}
+
+// Decode reads r from d.
+func (r *Stat) Decode(d *Decoder) {
+	r.Czxid = d.Int64()
+	r.Mzxid = d.Int64()
+	r.Ctime = d.Int64()
+	r.Mtime = d.Int64()
+	r.Version = d.Int32()
+	r.Cversion = d.Int32()
+	r.Aversion = d.Int32()
+	r.EphemeralOwner = d.Int64()
+	r.DataLength = d.Int32()
+	r.NumChildren = d.Int32()
+	r.Pzxid = d.Int64()
+}
+
+// WatcherEvent is the body of a watch notification (xid -1).
+type WatcherEvent struct {
+	Type  EventType
+	State State
+	Path  string
+}
+
+// Encode appends r to e.
+func (r *WatcherEvent) Encode(e *Encoder) {
+	e.Int32(int32(r.Type))
+	e.Int32(int32(r.State))
+	e.String(r.Path)
+}
+
+// Decode reads r from d.
+func (r *WatcherEvent) Decode(d *Decoder) {
+	r.Type = EventType(d.Int32())
+	r.State = State(d.Int32())
+	r.Path = d.String()
+}
+
+// ClientInfo is one identity in a whoAmI response.
+type ClientInfo struct {
+	AuthScheme string
+	User       string
+}
+
+// Encode appends r to e.
+func (r *ClientInfo) Encode(e *Encoder) {
+	e.String(r.AuthScheme)
+	e.String(r.User)
+}
+
+// Decode reads r from d.
+func (r *ClientInfo) Decode(d *Decoder) {
+	r.AuthScheme = d.String()
+	r.User = d.String()
+}
+
+// ErrorResponse carries an error code as a body: the addWatch success reply and failed multi results.
+type ErrorResponse struct {
+	Err Code
+}
+
+// Encode appends r to e.
+func (r *ErrorResponse) Encode(e *Encoder) {
+	e.Int32(int32(r.Err))
+}
+
+// Decode reads r from d.
+func (r *ErrorResponse) Decode(d *Decoder) {
+	r.Err = Code(d.Int32())
+}
+
+// CreateRequest is the body of create, create2 and createContainer.
+type CreateRequest struct {
+	Path  string
+	Data  []byte
+	ACL   []ACL
+	Flags CreateMode
+}
+
+// Encode appends r to e.
+func (r *CreateRequest) Encode(e *Encoder) {
+	e.String(r.Path)
+	e.Buffer(r.Data)
+	encodeACLs(e, r.ACL)
+	e.Int32(int32(r.Flags))
+}
+
+// Decode reads r from d.
+func (r *CreateRequest) Decode(d *Decoder) {
+	r.Path = d.String()
+	r.Data = d.Buffer()
+	r.ACL = decodeACLs(d)
+	r.Flags = CreateMode(d.Int32())
+}
+
+// CreateTTLRequest is the body of createTTL.
+type CreateTTLRequest struct {
+	Path  string
+	Data  []byte
+	ACL   []ACL
+	Flags CreateMode
+	TTL   int64
+}
+
+// Encode appends r to e.
+func (r *CreateTTLRequest) Encode(e *Encoder) {
+	e.String(r.Path)
+	e.Buffer(r.Data)
+	encodeACLs(e, r.ACL)
+	e.Int32(int32(r.Flags))
+	e.Int64(r.TTL)
+}
+
+// Decode reads r from d.
+func (r *CreateTTLRequest) Decode(d *Decoder) {
+	r.Path = d.String()
+	r.Data = d.Buffer()
+	r.ACL = decodeACLs(d)
+	r.Flags = CreateMode(d.Int32())
+	r.TTL = d.Int64()
+}
+
+// CreateResponse is the reply to create: the path actually created.
+type CreateResponse struct {
+	Path string
+}
+
+// Encode appends r to e.
+func (r *CreateResponse) Encode(e *Encoder) {
+	e.String(r.Path)
+}
+
+// Decode reads r from d.
+func (r *CreateResponse) Decode(d *Decoder) {
+	r.Path = d.String()
+}
+
+// Create2Response is the reply to create2, createContainer and createTTL.
+type Create2Response struct {
+	Path string
+	Stat Stat
+}
+
+// Encode appends r to e.
+func (r *Create2Response) Encode(e *Encoder) {
+	e.String(r.Path)
+	r.Stat.Encode(e)
+}
+
+// Decode reads r from d.
+func (r *Create2Response) Decode(d *Decoder) {
+	r.Path = d.String()
+	r.Stat.Decode(d)
+}
+
+// DeleteRequest is the body of delete; Version -1 matches any version.
+type DeleteRequest struct {
+	Path    string
+	Version int32
+}
+
+// Encode appends r to e.
+func (r *DeleteRequest) Encode(e *Encoder) {
+	e.String(r.Path)
+	e.Int32(r.Version)
+}
+
+// Decode reads r from d.
+func (r *DeleteRequest) Decode(d *Decoder) {
+	r.Path = d.String()
+	r.Version = d.Int32()
+}
+
+// DeleteContainerRequest is the body of deleteContainer.
+type DeleteContainerRequest struct {
+	Path string
+}
+
+// Encode appends r to e.
+func (r *DeleteContainerRequest) Encode(e *Encoder) {
+	e.String(r.Path)
+}
+
+// Decode reads r from d.
+func (r *DeleteContainerRequest) Decode(d *Decoder) {
+	r.Path = d.String()
+}
+
+// ExistsRequest is the body of exists.
+type ExistsRequest struct {
+	Path  string
+	Watch bool
+}
+
+// Encode appends r to e.
+func (r *ExistsRequest) Encode(e *Encoder) {
+	e.String(r.Path)
+	e.Bool(r.Watch)
+}
+
+// Decode reads r from d.
+func (r *ExistsRequest) Decode(d *Decoder) {
+	r.Path = d.String()
+	r.Watch = d.Bool()
+}
+
+// ExistsResponse is the reply to exists.
+type ExistsResponse struct {
+	Stat Stat
+}
+
+// Encode appends r to e.
+func (r *ExistsResponse) Encode(e *Encoder) {
+	r.Stat.Encode(e)
+}
+
+// Decode reads r from d.
+func (r *ExistsResponse) Decode(d *Decoder) {
+	r.Stat.Decode(d)
+}
+
+// GetDataRequest is the body of getData.
+type GetDataRequest struct {
+	Path  string
+	Watch bool
+}
+
+// Encode appends r to e.
+func (r *GetDataRequest) Encode(e *Encoder) {
+	e.String(r.Path)
+	e.Bool(r.Watch)
+}
+
+// Decode reads r from d.
+func (r *GetDataRequest) Decode(d *Decoder) {
+	r.Path = d.String()
+	r.Watch = d.Bool()
+}
+
+// GetDataResponse is the reply to getData (and to reconfig).
+type GetDataResponse struct {
+	Data []byte
+	Stat Stat
+}
+
+// Encode appends r to e.
+func (r *GetDataResponse) Encode(e *Encoder) {
+	e.Buffer(r.Data)
+	r.Stat.Encode(e)
+}
+
+// Decode reads r from d.
+func (r *GetDataResponse) Decode(d *Decoder) {
+	r.Data = d.Buffer()
+	r.Stat.Decode(d)
+}
+
+// SetDataRequest is the body of setData; Version -1 matches any version.
+type SetDataRequest struct {
+	Path    string
+	Data    []byte
+	Version int32
+}
+
+// Encode appends r to e.
+func (r *SetDataRequest) Encode(e *Encoder) {
+	e.String(r.Path)
+	e.Buffer(r.Data)
+	e.Int32(r.Version)
+}
+
+// Decode reads r from d.
+func (r *SetDataRequest) Decode(d *Decoder) {
+	r.Path = d.String()
+	r.Data = d.Buffer()
+	r.Version = d.Int32()
+}
+
+// SetDataResponse is the reply to setData.
+type SetDataResponse struct {
+	Stat Stat
+}
+
+// Encode appends r to e.
+func (r *SetDataResponse) Encode(e *Encoder) {
+	r.Stat.Encode(e)
+}
+
+// Decode reads r from d.
+func (r *SetDataResponse) Decode(d *Decoder) {
+	r.Stat.Decode(d)
+}
+
+// GetACLRequest is the body of getACL.
+type GetACLRequest struct {
+	Path string
+}
+
+// Encode appends r to e.
+func (r *GetACLRequest) Encode(e *Encoder) {
+	e.String(r.Path)
+}
+
+// Decode reads r from d.
+func (r *GetACLRequest) Decode(d *Decoder) {
+	r.Path = d.String()
+}
+
+// GetACLResponse is the reply to getACL.
+type GetACLResponse struct {
+	ACL  []ACL
+	Stat Stat
+}
+
+// Encode appends r to e.
+func (r *GetACLResponse) Encode(e *Encoder) {
+	encodeACLs(e, r.ACL)
+	r.Stat.Encode(e)
+}
+
+// Decode reads r from d.
+func (r *GetACLResponse) Decode(d *Decoder) {
+	r.ACL = decodeACLs(d)
+	r.Stat.Decode(d)
+}
+
+// SetACLRequest is the body of setACL; Version is checked against aversion.
+type SetACLRequest struct {
+	Path    string
+	ACL     []ACL
+	Version int32
+}
+
+// Encode appends r to e.
+func (r *SetACLRequest) Encode(e *Encoder) {
+	e.String(r.Path)
+	encodeACLs(e, r.ACL)
+	e.Int32(r.Version)
+}
+
+// Decode reads r from d.
+func (r *SetACLRequest) Decode(d *Decoder) {
+	r.Path = d.String()
+	r.ACL = decodeACLs(d)
+	r.Version = d.Int32()
+}
+
+// SetACLResponse is the reply to setACL.
+type SetACLResponse struct {
+	Stat Stat
+}
+
+// Encode appends r to e.
+func (r *SetACLResponse) Encode(e *Encoder) {
+	r.Stat.Encode(e)
+}
+
+// Decode reads r from d.
+func (r *SetACLResponse) Decode(d *Decoder) {
+	r.Stat.Decode(d)
+}
+
+// GetChildrenRequest is the body of getChildren.
+type GetChildrenRequest struct {
+	Path  string
+	Watch bool
+}
+
+// Encode appends r to e.
+func (r *GetChildrenRequest) Encode(e *Encoder) {
+	e.String(r.Path)
+	e.Bool(r.Watch)
+}
+
+// Decode reads r from d.
+func (r *GetChildrenRequest) Decode(d *Decoder) {
+	r.Path = d.String()
+	r.Watch = d.Bool()
+}
+
+// GetChildrenResponse is the reply to getChildren.
+type GetChildrenResponse struct {
+	Children []string
+}
+
+// Encode appends r to e.
+func (r *GetChildrenResponse) Encode(e *Encoder) {
+	e.Strings(r.Children)
+}
+
+// Decode reads r from d.
+func (r *GetChildrenResponse) Decode(d *Decoder) {
+	r.Children = d.Strings()
+}
+
+// GetChildren2Request is the body of getChildren2.
+type GetChildren2Request struct {
+	Path  string
+	Watch bool
+}
+
+// Encode appends r to e.
+func (r *GetChildren2Request) Encode(e *Encoder) {
+	e.String(r.Path)
+	e.Bool(r.Watch)
+}
+
+// Decode reads r from d.
+func (r *GetChildren2Request) Decode(d *Decoder) {
+	r.Path = d.String()
+	r.Watch = d.Bool()
+}
+
+// GetChildren2Response is the reply to getChildren2; Stat is the parent's.
+type GetChildren2Response struct {
+	Children []string
+	Stat     Stat
+}
+
+// Encode appends r to e.
+func (r *GetChildren2Response) Encode(e *Encoder) {
+	e.Strings(r.Children)
+	r.Stat.Encode(e)
+}
+
+// Decode reads r from d.
+func (r *GetChildren2Response) Decode(d *Decoder) {
+	r.Children = d.Strings()
+	r.Stat.Decode(d)
+}
+
+// SyncRequest is the body of sync.
+type SyncRequest struct {
+	Path string
+}
+
+// Encode appends r to e.
+func (r *SyncRequest) Encode(e *Encoder) {
+	e.String(r.Path)
+}
+
+// Decode reads r from d.
+func (r *SyncRequest) Decode(d *Decoder) {
+	r.Path = d.String()
+}
+
+// SyncResponse is the reply to sync: the path, echoed.
+type SyncResponse struct {
+	Path string
+}
+
+// Encode appends r to e.
+func (r *SyncResponse) Encode(e *Encoder) {
+	e.String(r.Path)
+}
+
+// Decode reads r from d.
+func (r *SyncResponse) Decode(d *Decoder) {
+	r.Path = d.String()
+}
+
+// CheckVersionRequest is the body of check (only valid inside multi).
+type CheckVersionRequest struct {
+	Path    string
+	Version int32
+}
+
+// Encode appends r to e.
+func (r *CheckVersionRequest) Encode(e *Encoder) {
+	e.String(r.Path)
+	e.Int32(r.Version)
+}
+
+// Decode reads r from d.
+func (r *CheckVersionRequest) Decode(d *Decoder) {
+	r.Path = d.String()
+	r.Version = d.Int32()
+}
+
+// MultiHeader precedes each op of a multi request and each result of a multi response.
+type MultiHeader struct {
+	Type Op
+	Done bool
+	Err  Code
+}
+
+// Encode appends r to e.
+func (r *MultiHeader) Encode(e *Encoder) {
+	e.Int32(int32(r.Type))
+	e.Bool(r.Done)
+	e.Int32(int32(r.Err))
+}
+
+// Decode reads r from d.
+func (r *MultiHeader) Decode(d *Decoder) {
+	r.Type = Op(d.Int32())
+	r.Done = d.Bool()
+	r.Err = Code(d.Int32())
+}
+
+// ReconfigRequest is the body of reconfig; CurConfigID -1 means no check.
+type ReconfigRequest struct {
+	JoiningServers string
+	LeavingServers string
+	NewMembers     string
+	CurConfigID    int64
+}
+
+// Encode appends r to e.
+func (r *ReconfigRequest) Encode(e *Encoder) {
+	e.String(r.JoiningServers)
+	e.String(r.LeavingServers)
+	e.String(r.NewMembers)
+	e.Int64(r.CurConfigID)
+}
+
+// Decode reads r from d.
+func (r *ReconfigRequest) Decode(d *Decoder) {
+	r.JoiningServers = d.String()
+	r.LeavingServers = d.String()
+	r.NewMembers = d.String()
+	r.CurConfigID = d.Int64()
+}
+
+// CheckWatchesRequest is the body of checkWatches.
+type CheckWatchesRequest struct {
+	Path string
+	Type WatcherType
+}
+
+// Encode appends r to e.
+func (r *CheckWatchesRequest) Encode(e *Encoder) {
+	e.String(r.Path)
+	e.Int32(int32(r.Type))
+}
+
+// Decode reads r from d.
+func (r *CheckWatchesRequest) Decode(d *Decoder) {
+	r.Path = d.String()
+	r.Type = WatcherType(d.Int32())
+}
+
+// RemoveWatchesRequest is the body of removeWatches.
+type RemoveWatchesRequest struct {
+	Path string
+	Type WatcherType
+}
+
+// Encode appends r to e.
+func (r *RemoveWatchesRequest) Encode(e *Encoder) {
+	e.String(r.Path)
+	e.Int32(int32(r.Type))
+}
+
+// Decode reads r from d.
+func (r *RemoveWatchesRequest) Decode(d *Decoder) {
+	r.Path = d.String()
+	r.Type = WatcherType(d.Int32())
+}
+
+// AddWatchRequest is the body of addWatch.
+type AddWatchRequest struct {
+	Path string
+	Mode AddWatchMode
+}
+
+// Encode appends r to e.
+func (r *AddWatchRequest) Encode(e *Encoder) {
+	e.String(r.Path)
+	e.Int32(int32(r.Mode))
+}
+
+// Decode reads r from d.
+func (r *AddWatchRequest) Decode(d *Decoder) {
+	r.Path = d.String()
+	r.Mode = AddWatchMode(d.Int32())
+}
+
+// SetWatches is the body of setWatches: watches to re-register after a reconnect.
+type SetWatches struct {
+	RelativeZxid int64
+	DataWatches  []string
+	ExistWatches []string
+	ChildWatches []string
+}
+
+// Encode appends r to e.
+func (r *SetWatches) Encode(e *Encoder) {
+	e.Int64(r.RelativeZxid)
+	e.Strings(r.DataWatches)
+	e.Strings(r.ExistWatches)
+	e.Strings(r.ChildWatches)
+}
+
+// Decode reads r from d.
+func (r *SetWatches) Decode(d *Decoder) {
+	r.RelativeZxid = d.Int64()
+	r.DataWatches = d.Strings()
+	r.ExistWatches = d.Strings()
+	r.ChildWatches = d.Strings()
+}
+
+// SetWatches2 is the body of setWatches2, which adds persistent watches.
+type SetWatches2 struct {
+	RelativeZxid               int64
+	DataWatches                []string
+	ExistWatches               []string
+	ChildWatches               []string
+	PersistentWatches          []string
+	PersistentRecursiveWatches []string
+}
+
+// Encode appends r to e.
+func (r *SetWatches2) Encode(e *Encoder) {
+	e.Int64(r.RelativeZxid)
+	e.Strings(r.DataWatches)
+	e.Strings(r.ExistWatches)
+	e.Strings(r.ChildWatches)
+	e.Strings(r.PersistentWatches)
+	e.Strings(r.PersistentRecursiveWatches)
+}
+
+// Decode reads r from d.
+func (r *SetWatches2) Decode(d *Decoder) {
+	r.RelativeZxid = d.Int64()
+	r.DataWatches = d.Strings()
+	r.ExistWatches = d.Strings()
+	r.ChildWatches = d.Strings()
+	r.PersistentWatches = d.Strings()
+	r.PersistentRecursiveWatches = d.Strings()
+}
+
+// GetEphemeralsRequest is the body of getEphemerals.
+type GetEphemeralsRequest struct {
+	PrefixPath string
+}
+
+// Encode appends r to e.
+func (r *GetEphemeralsRequest) Encode(e *Encoder) {
+	e.String(r.PrefixPath)
+}
+
+// Decode reads r from d.
+func (r *GetEphemeralsRequest) Decode(d *Decoder) {
+	r.PrefixPath = d.String()
+}
+
+// GetEphemeralsResponse is the reply to getEphemerals.
+type GetEphemeralsResponse struct {
+	Ephemerals []string
+}
+
+// Encode appends r to e.
+func (r *GetEphemeralsResponse) Encode(e *Encoder) {
+	e.Strings(r.Ephemerals)
+}
+
+// Decode reads r from d.
+func (r *GetEphemeralsResponse) Decode(d *Decoder) {
+	r.Ephemerals = d.Strings()
+}
+
+// GetAllChildrenNumberRequest is the body of getAllChildrenNumber.
+type GetAllChildrenNumberRequest struct {
+	Path string
+}
+
+// Encode appends r to e.
+func (r *GetAllChildrenNumberRequest) Encode(e *Encoder) {
+	e.String(r.Path)
+}
+
+// Decode reads r from d.
+func (r *GetAllChildrenNumberRequest) Decode(d *Decoder) {
+	r.Path = d.String()
+}
+
+// GetAllChildrenNumberResponse is the reply to getAllChildrenNumber.
+type GetAllChildrenNumberResponse struct {
+	TotalNumber int32
+}
+
+// Encode appends r to e.
+func (r *GetAllChildrenNumberResponse) Encode(e *Encoder) {
+	e.Int32(r.TotalNumber)
+}
+
+// Decode reads r from d.
+func (r *GetAllChildrenNumberResponse) Decode(d *Decoder) {
+	r.TotalNumber = d.Int32()
+}
+
+// WhoAmIResponse is the reply to whoAmI.
+type WhoAmIResponse struct {
+	ClientInfo []ClientInfo
+}
+
+// Encode appends r to e.
+func (r *WhoAmIResponse) Encode(e *Encoder) {
+	encodeClientInfos(e, r.ClientInfo)
+}
+
+// Decode reads r from d.
+func (r *WhoAmIResponse) Decode(d *Decoder) {
+	r.ClientInfo = decodeClientInfos(d)
+}
+
+// AuthPacket is the body of auth.
+type AuthPacket struct {
+	Type   int32
+	Scheme string
+	Auth   []byte
+}
+
+// Encode appends r to e.
+func (r *AuthPacket) Encode(e *Encoder) {
+	e.Int32(r.Type)
+	e.String(r.Scheme)
+	e.Buffer(r.Auth)
+}
+
+// Decode reads r from d.
+func (r *AuthPacket) Decode(d *Decoder) {
+	r.Type = d.Int32()
+	r.Scheme = d.String()
+	r.Auth = d.Buffer()
+}
+
+// GetSASLRequest is the body of sasl.
+type GetSASLRequest struct {
+	Token []byte
+}
+
+// Encode appends r to e.
+func (r *GetSASLRequest) Encode(e *Encoder) {
+	e.Buffer(r.Token)
+}
+
+// Decode reads r from d.
+func (r *GetSASLRequest) Decode(d *Decoder) {
+	r.Token = d.Buffer()
+}
+
+// SetSASLResponse is the reply to sasl.
+type SetSASLResponse struct {
+	Token []byte
+}
+
+// Encode appends r to e.
+func (r *SetSASLResponse) Encode(e *Encoder) {
+	e.Buffer(r.Token)
+}
+
+// Decode reads r from d.
+func (r *SetSASLResponse) Decode(d *Decoder) {
+	r.Token = d.Buffer()
+}
+
+func encodeACLs(e *Encoder, v []ACL) {
+	if v == nil {
+		e.Int32(-1)
+		return
+	}
+	e.Int32(int32(len(v)))
+	for i := range v {
+		v[i].Encode(e)
+	}
+}
+
+// decodeACLs reads a vector of ACL entries (each at least 12 bytes).
+func decodeACLs(d *Decoder) []ACL {
+	n := d.VectorLen(12)
+	if d.Err() != nil || n < 0 {
+		return nil
+	}
+	v := make([]ACL, n)
+	for i := range v {
+		v[i].Decode(d)
+	}
+	if d.Err() != nil {
+		return nil
+	}
+	return v
+}
+
+func encodeClientInfos(e *Encoder, v []ClientInfo) {
+	if v == nil {
+		e.Int32(-1)
+		return
+	}
+	e.Int32(int32(len(v)))
+	for i := range v {
+		v[i].Encode(e)
+	}
+}
+
+// decodeClientInfos reads a vector of ClientInfo (each at least 8 bytes).
+func decodeClientInfos(d *Decoder) []ClientInfo {
+	n := d.VectorLen(8)
+	if d.Err() != nil || n < 0 {
+		return nil
+	}
+	v := make([]ClientInfo, n)
+	for i := range v {
+		v[i].Decode(d)
+	}
+	if d.Err() != nil {
+		return nil
+	}
+	return v
+}
