@@ -89,7 +89,7 @@ func (e *Encoder) Record(r Record) { r.Encode(e) }
 // Decoder reads jute-encoded fields from a byte slice with a sticky error: after the first failure
 // every read returns the zero value, so a record decoder reads straight through and checks Err once.
 // Every length prefix is checked against the bytes left and against the maximum before anything is
-// allocated.
+// allocated. The zero value decodes nothing until Reset and uses DefaultMaxBuffer as its maximum.
 type Decoder struct {
 	b   []byte
 	max int
@@ -185,8 +185,12 @@ func (d *Decoder) length(minElem int) int {
 		d.err = ErrNegativeLen
 		return 0
 	}
-	if int(n) > d.max {
-		d.err = fmt.Errorf("%w: %d > %d", ErrTooLarge, n, d.max)
+	limit := d.max
+	if limit <= 0 {
+		limit = DefaultMaxBuffer
+	}
+	if int(n) > limit {
+		d.err = fmt.Errorf("jute: length %d > %d: %w", n, limit, ErrTooLarge)
 		return 0
 	}
 	if int64(n)*int64(minElem) > int64(len(d.b)) {

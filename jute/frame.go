@@ -1,0 +1,150 @@
+package jute
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// FrameHeaderLen is the size of a frame's length prefix.
+const FrameHeaderLen = 4
+
+// retainedFrameBuffer is the largest buffer a FrameReader keeps between frames. A connection that
+// once received a large frame gives that memory back instead of holding up to the maximum forever.
+const retainedFrameBuffer = 64 << 10
+
+// ReadFrame reads one frame from r: a 4-byte big-endian signed length, then that many bytes. It
+// returns the payload, stored in buf when buf has room (the result then aliases buf) and in a new
+// slice otherwise. A length below zero or above maxLen (zero or negative means DefaultMaxBuffer) is
+// refused before anything is allocated, with an error wrapping ErrNegativeLen or ErrTooLarge.
+// A clean end of input before the length gives io.EOF; an end inside the frame gives
+// io.ErrUnexpectedEOF.
+func ReadFrame(r io.Reader, buf []byte, maxLen int) ([]byte, error) {
+	var hdr [FrameHeaderLen]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return nil, err
+	}
+	n, err := frameLen(hdr, maxLen)
+	if err != nil {
+		return nil, err
+	}
+	if cap(buf) >= n {
+		buf = buf[:n]
+	} else {
+		buf = make([]byte, n)
+	}
+	if _, err := io.ReadFull(r, buf); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	return buf, nil
+}
+
+// frameLen checks a frame length prefix against maxLen.
+func frameLen(hdr [FrameHeaderLen]byte, maxLen int) (int, error) {
+	if maxLen <= 0 {
+		maxLen = DefaultMaxBuffer
+	}
+	n := int32(binary.BigEndian.Uint32(hdr[:]))
+	if n < 0 {
+		return 0, fmt.Errorf("jute: frame length %d: %w", n, ErrNegativeLen)
+	}
+	if int(n) > maxLen {
+		return 0, fmt.Errorf("jute: frame length %d > %d: %w", n, maxLen, ErrTooLarge)
+	}
+	return int(n), nil
+}
+
+// FrameReader reads successive frames from one stream, reusing one buffer. It is not safe for
+// concurrent use: a connection has one reader goroutine that owns it.
+type FrameReader struct {
+	r   *bufio.Reader
+	buf []byte
+	max int
+}
+
+// NewFrameReader returns a FrameReader over r that refuses frames longer than maxLen (zero or
+// negative means DefaultMaxBuffer). If r is already a *bufio.Reader it is used as is, so a caller
+// may Peek at the first bytes (for a four-letter word) before handing it over.
+func NewFrameReader(r io.Reader, maxLen int) *FrameReader {
+	br, ok := r.(*bufio.Reader)
+	if !ok {
+		br = bufio.NewReader(r)
+	}
+	if maxLen <= 0 {
+		maxLen = DefaultMaxBuffer
+	}
+	return &FrameReader{r: br, max: maxLen}
+}
+
+// Next reads the next frame and returns its payload. The slice is valid only until the next call
+// to Next; copy what must outlive it (record decoders already copy buffers and strings). Errors are
+// as for ReadFrame.
+func (fr *FrameReader) Next() ([]byte, error) {
+	if cap(fr.buf) > retainedFrameBuffer {
+		fr.buf = nil
+	}
+	b, err := ReadFrame(fr.r, fr.buf, fr.max)
+	if err != nil {
+		return nil, err
+	}
+	fr.buf = b[:0]
+	return b, nil
+}
+
+// BeginFrame appends a 4-byte length placeholder and returns its offset, to be passed to EndFrame
+// once the frame's records are encoded.
+func (e *Encoder) BeginFrame() int {
+	start := len(e.buf)
+	e.buf = append(e.buf, 0, 0, 0, 0)
+	return start
+}
+
+// EndFrame writes the length of the frame begun at start (the bytes encoded since BeginFrame,
+// less the prefix itself) into its placeholder.
+func (e *Encoder) EndFrame(start int) {
+	binary.BigEndian.PutUint32(e.buf[start:], uint32(len(e.buf)-start-FrameHeaderLen))
+}
+
+// AppendFrame appends one frame holding recs, in order, to buf. Nil records are skipped, so a
+// header with no body can be written as AppendFrame(buf, &hdr, nil).
+func AppendFrame(buf []byte, recs ...Record) []byte {
+	e := Encoder{buf: buf}
+	start := e.BeginFrame()
+	for _, r := range recs {
+		if r != nil {
+			r.Encode(&e)
+		}
+	}
+	e.EndFrame(start)
+	return e.buf
+}
+
+// AppendRequest appends a request frame (header, then body unless body is nil) to buf.
+func AppendRequest(buf []byte, h RequestHeader, body Record) []byte {
+	e := Encoder{buf: buf}
+	start := e.BeginFrame()
+	h.Encode(&e)
+	if body != nil {
+		body.Encode(&e)
+	}
+	e.EndFrame(start)
+	return e.buf
+}
+
+// AppendReply appends a reply frame (header, then body unless body is nil) to buf. The caller
+// passes a nil body for error replies, which are header-only.
+func AppendReply(buf []byte, h ReplyHeader, body Record) []byte {
+	e := Encoder{buf: buf}
+	start := e.BeginFrame()
+	h.Encode(&e)
+	if body != nil {
+		body.Encode(&e)
+	}
+	e.EndFrame(start)
+	return e.buf
+}
