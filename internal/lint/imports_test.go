@@ -1,0 +1,127 @@
+// Package lint holds tests that keep the project's layering rules (docs/architecture.md) true:
+// which packages may import what. They read source files only; nothing is built or run.
+package lint
+
+import (
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/zkd-io/zkd"
+
+// imports returns the import paths of the .go files directly in dir (relative to the module
+// root), split into production and test files.
+func imports(t *testing.T, dir string) (prod, test map[string][]string) {
+	t.Helper()
+	prod, test = map[string][]string{}, map[string][]string{}
+	files, err := filepath.Glob(filepath.Join("..", "..", dir, "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	for _, f := range files {
+		af, err := parser.ParseFile(fset, f, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, is := range af.Imports {
+			p, _ := strconv.Unquote(is.Path.Value)
+			if strings.HasSuffix(f, "_test.go") {
+				test[p] = append(test[p], f)
+			} else {
+				prod[p] = append(prod[p], f)
+			}
+		}
+	}
+	return prod, test
+}
+
+// packageDirs lists dir and every directory below it that holds .go files.
+func packageDirs(t *testing.T, dir string) []string {
+	t.Helper()
+	var dirs []string
+	root := filepath.Join("..", "..")
+	_ = filepath.WalkDir(filepath.Join(root, dir), func(p string, d os.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return nil
+		}
+		if d.Name() == "testdata" {
+			return filepath.SkipDir
+		}
+		if m, _ := filepath.Glob(filepath.Join(p, "*.go")); len(m) > 0 {
+			rel, _ := filepath.Rel(root, p)
+			dirs = append(dirs, rel)
+		}
+		return nil
+	})
+	return dirs
+}
+
+func isStdlib(p string) bool { return !strings.Contains(strings.SplitN(p, "/", 2)[0], ".") }
+
+// TestLayering checks who may import what, for production files and, where it matters, tests.
+func TestLayering(t *testing.T) {
+	rules := []struct {
+		dir     string
+		allowed func(string) bool // for production files
+		why     string
+	}{
+		{"jute", isStdlib, "jute is a leaf: standard library only"},
+		{"znode", func(p string) bool { return isStdlib(p) || p == module+"/jute" },
+			"znode is pure: standard library and jute only"},
+		{"consensus", func(p string) bool { return !strings.HasPrefix(p, module+"/server") && !strings.HasPrefix(p, module+"/cmd") },
+			"consensus must not know about the client-facing server"},
+		{"server", func(p string) bool { return !strings.HasPrefix(p, module+"/cmd") && !strings.Contains(p, "hashicorp/raft") },
+			"server talks to consensus, never to Raft directly"},
+		{"recipes", func(p string) bool { return !strings.HasPrefix(p, module+"/") || p == module+"/recipes" },
+			"recipes run on go-zookeeper/zk against any server: no zkd internals"},
+		{"conformance", func(p string) bool {
+			return !strings.HasPrefix(p, module+"/znode") && !strings.HasPrefix(p, module+"/consensus")
+		}, "conformance checks are black-box: no znode or consensus internals"},
+	}
+	for _, r := range rules {
+		for _, dir := range packageDirs(t, r.dir) {
+			prod, _ := imports(t, dir)
+			for p, files := range prod {
+				if !r.allowed(p) {
+					t.Errorf("%s imports %s (%s); %s", dir, p, strings.Join(files, ", "), r.why)
+				}
+			}
+		}
+	}
+}
+
+// TestNoPrintInLibraries keeps fmt.Print* and log.Print* out of library packages: they log
+// through an injected *slog.Logger.
+func TestNoPrintInLibraries(t *testing.T) {
+	for _, top := range []string{"jute", "znode", "consensus", "server", "recipes"} {
+		for _, dir := range packageDirs(t, top) {
+			files, _ := filepath.Glob(filepath.Join("..", "..", dir, "*.go"))
+			for _, f := range files {
+				if strings.HasSuffix(f, "_test.go") {
+					continue
+				}
+				b, err := os.ReadFile(f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i, line := range strings.Split(string(b), "\n") {
+					l := strings.TrimSpace(line)
+					if strings.HasPrefix(l, "//") {
+						continue
+					}
+					for _, bad := range []string{"fmt.Print", "log.Print", "log.Fatal", "println("} {
+						if strings.Contains(l, bad) {
+							t.Errorf("%s:%d uses %s; libraries log through their Config's *slog.Logger", f, i+1, bad)
+						}
+					}
+				}
+			}
+		}
+	}
+}
