@@ -74,9 +74,13 @@ func TestLayering(t *testing.T) {
 		{"jute", isStdlib, "jute is a leaf: standard library only"},
 		{"znode", func(p string) bool { return isStdlib(p) || p == module+"/jute" },
 			"znode is pure: standard library and jute only"},
-		{"consensus", func(p string) bool { return !strings.HasPrefix(p, module+"/server") && !strings.HasPrefix(p, module+"/cmd") },
+		{"consensus", func(p string) bool {
+			return !strings.HasPrefix(p, module+"/server") && !strings.HasPrefix(p, module+"/cmd")
+		},
 			"consensus must not know about the client-facing server"},
-		{"server", func(p string) bool { return !strings.HasPrefix(p, module+"/cmd") && !strings.Contains(p, "hashicorp/raft") },
+		{"server", func(p string) bool {
+			return !strings.HasPrefix(p, module+"/cmd") && !strings.Contains(p, "hashicorp/raft")
+		},
 			"server talks to consensus, never to Raft directly"},
 		{"recipes", func(p string) bool { return !strings.HasPrefix(p, module+"/") || p == module+"/recipes" },
 			"recipes run on go-zookeeper/zk against any server: no zkd internals"},
