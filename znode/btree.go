@@ -1,0 +1,357 @@
+package znode
+
+import "cmp"
+
+// The tree's ordered maps (each node's children, the session table, each session's ephemerals and
+// the container and TTL indexes) are persistent B-trees: a change never modifies a bnode, it copies
+// the nodes on the path from the root to the change and shares everything else. An old root stays a
+// valid, unchanging map, which is what makes a View free to take and safe to read while Apply runs.
+//
+// Each bnode holds its entries in an exactly sized slice (a copy is made for every change anyway),
+// so a half-full node costs no unused slots.
+
+const (
+	maxItems = 31 // entries per bnode before it splits
+	minItems = 15 // fewest entries a non-root bnode keeps after a delete
+)
+
+type entry[K cmp.Ordered, V any] struct {
+	k K
+	v V
+}
+
+type bnode[K cmp.Ordered, V any] struct {
+	items []entry[K, V]
+	kids  []*bnode[K, V] // nil in a leaf; otherwise len(items)+1
+}
+
+// btree is a persistent ordered map. The zero value is an empty map. Its methods never modify the
+// receiver: they return the changed map.
+type btree[K cmp.Ordered, V any] struct {
+	root *bnode[K, V]
+}
+
+func (n *bnode[K, V]) search(k K) (int, bool) {
+	lo, hi := 0, len(n.items)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if n.items[m].k < k {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo, lo < len(n.items) && n.items[lo].k == k
+}
+
+func (t btree[K, V]) get(k K) (V, bool) {
+	for n := t.root; n != nil; {
+		i, ok := n.search(k)
+		if ok {
+			return n.items[i].v, true
+		}
+		if n.kids == nil {
+			break
+		}
+		n = n.kids[i]
+	}
+	var zero V
+	return zero, false
+}
+
+func (t btree[K, V]) empty() bool { return t.root == nil }
+
+// set returns the map with k bound to v, and whether k was already present.
+func (t btree[K, V]) set(k K, v V) (btree[K, V], bool) {
+	if t.root == nil {
+		return btree[K, V]{root: &bnode[K, V]{items: []entry[K, V]{{k, v}}}}, false
+	}
+	n, med, right, replaced := t.root.insert(k, v)
+	if right != nil {
+		n = &bnode[K, V]{items: []entry[K, V]{med}, kids: []*bnode[K, V]{n, right}}
+	}
+	return btree[K, V]{root: n}, replaced
+}
+
+func insertAt[T any](s []T, i int, v T) []T {
+	out := make([]T, len(s)+1)
+	copy(out, s[:i])
+	out[i] = v
+	copy(out[i+1:], s[i:])
+	return out
+}
+
+func removeAt[T any](s []T, i int) []T {
+	out := make([]T, len(s)-1)
+	copy(out, s[:i])
+	copy(out[i:], s[i+1:])
+	return out
+}
+
+func clone[T any](s []T) []T {
+	if s == nil {
+		return nil
+	}
+	out := make([]T, len(s))
+	copy(out, s)
+	return out
+}
+
+// insert returns the copy of n with (k, v) in it; when that copy overflowed it is returned split in
+// two with the median entry between them.
+func (n *bnode[K, V]) insert(k K, v V) (*bnode[K, V], entry[K, V], *bnode[K, V], bool) {
+	i, found := n.search(k)
+	if found {
+		c := &bnode[K, V]{items: clone(n.items), kids: n.kids}
+		c.items[i].v = v
+		return c, entry[K, V]{}, nil, true
+	}
+	if n.kids == nil {
+		l, med, r := split(&bnode[K, V]{items: insertAt(n.items, i, entry[K, V]{k, v})})
+		return l, med, r, false
+	}
+	child, med, right, replaced := n.kids[i].insert(k, v)
+	if right == nil {
+		c := &bnode[K, V]{items: n.items, kids: clone(n.kids)}
+		c.kids[i] = child
+		return c, entry[K, V]{}, nil, replaced
+	}
+	kids := make([]*bnode[K, V], len(n.kids)+1)
+	copy(kids, n.kids[:i])
+	kids[i], kids[i+1] = child, right
+	copy(kids[i+2:], n.kids[i+1:])
+	l, m, r := split(&bnode[K, V]{items: insertAt(n.items, i, med), kids: kids})
+	return l, m, r, replaced
+}
+
+// split divides an overfull node around its median; a node that fits is returned as it is.
+func split[K cmp.Ordered, V any](n *bnode[K, V]) (*bnode[K, V], entry[K, V], *bnode[K, V]) {
+	if len(n.items) <= maxItems {
+		return n, entry[K, V]{}, nil
+	}
+	m := len(n.items) / 2
+	l := &bnode[K, V]{items: clone(n.items[:m])}
+	r := &bnode[K, V]{items: clone(n.items[m+1:])}
+	if n.kids != nil {
+		l.kids = clone(n.kids[:m+1])
+		r.kids = clone(n.kids[m+1:])
+	}
+	return l, n.items[m], r
+}
+
+// delete returns the map without k, and whether k was present.
+func (t btree[K, V]) delete(k K) (btree[K, V], bool) {
+	if t.root == nil {
+		return t, false
+	}
+	n, ok := t.root.remove(k)
+	if !ok {
+		return t, false
+	}
+	if len(n.items) == 0 {
+		if n.kids == nil {
+			return btree[K, V]{}, true
+		}
+		n = n.kids[0]
+	}
+	return btree[K, V]{root: n}, true
+}
+
+func (n *bnode[K, V]) remove(k K) (*bnode[K, V], bool) {
+	i, found := n.search(k)
+	if n.kids == nil {
+		if !found {
+			return n, false
+		}
+		return &bnode[K, V]{items: removeAt(n.items, i)}, true
+	}
+	if found {
+		child, pred := n.kids[i].removeMax()
+		c := &bnode[K, V]{items: clone(n.items), kids: clone(n.kids)}
+		c.items[i] = pred
+		c.kids[i] = child
+		c.fix(i)
+		return c, true
+	}
+	child, ok := n.kids[i].remove(k)
+	if !ok {
+		return n, false
+	}
+	c := &bnode[K, V]{items: clone(n.items), kids: clone(n.kids)}
+	c.kids[i] = child
+	c.fix(i)
+	return c, true
+}
+
+// removeMax returns the copy of n without its largest entry, and that entry.
+func (n *bnode[K, V]) removeMax() (*bnode[K, V], entry[K, V]) {
+	last := len(n.items) - 1
+	if n.kids == nil {
+		return &bnode[K, V]{items: clone(n.items[:last])}, n.items[last]
+	}
+	child, max := n.kids[last+1].removeMax()
+	c := &bnode[K, V]{items: clone(n.items), kids: clone(n.kids)}
+	c.kids[last+1] = child
+	c.fix(last + 1)
+	return c, max
+}
+
+// fix refills c.kids[i] after a removal left it below minItems, by borrowing from a sibling or
+// merging with one. c must be a fresh copy (its slices are modified in place); siblings are copied.
+func (c *bnode[K, V]) fix(i int) {
+	child := c.kids[i]
+	if len(child.items) >= minItems {
+		return
+	}
+	switch {
+	case i > 0 && len(c.kids[i-1].items) > minItems:
+		left := c.kids[i-1]
+		ll := len(left.items) - 1
+		nc := &bnode[K, V]{items: insertAt(child.items, 0, c.items[i-1])}
+		nl := &bnode[K, V]{items: clone(left.items[:ll])}
+		if child.kids != nil {
+			nc.kids = insertAt(child.kids, 0, left.kids[ll+1])
+			nl.kids = clone(left.kids[:ll+1])
+		}
+		c.items[i-1] = left.items[ll]
+		c.kids[i-1], c.kids[i] = nl, nc
+	case i < len(c.kids)-1 && len(c.kids[i+1].items) > minItems:
+		right := c.kids[i+1]
+		nc := &bnode[K, V]{items: make([]entry[K, V], len(child.items)+1)}
+		copy(nc.items, child.items)
+		nc.items[len(child.items)] = c.items[i]
+		nr := &bnode[K, V]{items: clone(right.items[1:])}
+		if child.kids != nil {
+			nc.kids = make([]*bnode[K, V], len(child.kids)+1)
+			copy(nc.kids, child.kids)
+			nc.kids[len(child.kids)] = right.kids[0]
+			nr.kids = clone(right.kids[1:])
+		}
+		c.items[i] = right.items[0]
+		c.kids[i], c.kids[i+1] = nc, nr
+	default:
+		if i == len(c.kids)-1 {
+			i-- // merge with the left sibling instead
+		}
+		l, r := c.kids[i], c.kids[i+1]
+		m := &bnode[K, V]{items: make([]entry[K, V], 0, len(l.items)+1+len(r.items))}
+		m.items = append(append(append(m.items, l.items...), c.items[i]), r.items...)
+		if l.kids != nil {
+			m.kids = make([]*bnode[K, V], 0, len(l.kids)+len(r.kids))
+			m.kids = append(append(m.kids, l.kids...), r.kids...)
+		}
+		c.items = removeAt(c.items, i)
+		c.kids = removeAt(c.kids, i+1)
+		c.kids[i] = m
+	}
+}
+
+// ascend calls fn on every entry in key order until fn returns false; it reports whether it ran to
+// the end.
+func (t btree[K, V]) ascend(fn func(K, V) bool) bool {
+	if t.root == nil {
+		return true
+	}
+	return t.root.ascend(fn)
+}
+
+func (n *bnode[K, V]) ascend(fn func(K, V) bool) bool {
+	for i := range n.items {
+		if n.kids != nil && !n.kids[i].ascend(fn) {
+			return false
+		}
+		if !fn(n.items[i].k, n.items[i].v) {
+			return false
+		}
+	}
+	if n.kids != nil {
+		return n.kids[len(n.items)].ascend(fn)
+	}
+	return true
+}
+
+// ascendFrom is ascend starting at the first key >= from.
+func (t btree[K, V]) ascendFrom(from K, fn func(K, V) bool) bool {
+	if t.root == nil {
+		return true
+	}
+	return t.root.ascendFrom(from, fn)
+}
+
+func (n *bnode[K, V]) ascendFrom(from K, fn func(K, V) bool) bool {
+	i, _ := n.search(from)
+	for j := i; j < len(n.items); j++ {
+		if n.kids != nil {
+			var ok bool
+			if j == i {
+				ok = n.kids[j].ascendFrom(from, fn)
+			} else {
+				ok = n.kids[j].ascend(fn)
+			}
+			if !ok {
+				return false
+			}
+		}
+		if !fn(n.items[j].k, n.items[j].v) {
+			return false
+		}
+	}
+	if n.kids != nil {
+		last := len(n.items)
+		if i == last {
+			return n.kids[last].ascendFrom(from, fn)
+		}
+		return n.kids[last].ascend(fn)
+	}
+	return true
+}
+
+// buildBtree makes a balanced map from entries sorted by strictly increasing key, in linear time.
+func buildBtree[K cmp.Ordered, V any](items []entry[K, V]) btree[K, V] {
+	if len(items) == 0 {
+		return btree[K, V]{}
+	}
+	h, capacity := 0, maxItems
+	for capacity < len(items) {
+		h++
+		capacity = (maxItems+1)*(capacity+1) - 1
+	}
+	return btree[K, V]{root: buildLevel(items, h)}
+}
+
+// capacityAt is the most entries a subtree of height h holds.
+func capacityAt(h int) int {
+	c := maxItems
+	for ; h > 0; h-- {
+		c = (maxItems+1)*(c+1) - 1
+	}
+	return c
+}
+
+func buildLevel[K cmp.Ordered, V any](items []entry[K, V], h int) *bnode[K, V] {
+	if h == 0 {
+		return &bnode[K, V]{items: clone(items)}
+	}
+	sub := capacityAt(h - 1)
+	k := (len(items) + 1 + sub) / (sub + 1) // children needed, rounded up
+	if k < 2 {
+		k = 2
+	}
+	rest := len(items) - (k - 1)
+	base, extra := rest/k, rest%k
+	n := &bnode[K, V]{items: make([]entry[K, V], 0, k-1), kids: make([]*bnode[K, V], 0, k)}
+	pos := 0
+	for c := 0; c < k; c++ {
+		size := base
+		if c < extra {
+			size++
+		}
+		n.kids = append(n.kids, buildLevel(items[pos:pos+size], h-1))
+		pos += size
+		if c < k-1 {
+			n.items = append(n.items, items[pos])
+			pos++
+		}
+	}
+	return n
+}

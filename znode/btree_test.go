@@ -1,0 +1,155 @@
+package znode
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// checkBtree verifies ordering, equal leaf depth and child counts, and returns the keys in order.
+func checkBtree[V any](t *testing.T, tr btree[int, V]) []int {
+	t.Helper()
+	var keys []int
+	leafDepth := -1
+	var walk func(n *bnode[int, V], depth int, root bool)
+	walk = func(n *bnode[int, V], depth int, root bool) {
+		if !root && len(n.items) == 0 {
+			t.Fatalf("empty non-root bnode at depth %d", depth)
+		}
+		if len(n.items) > maxItems {
+			t.Fatalf("bnode with %d items > %d", len(n.items), maxItems)
+		}
+		if n.kids == nil {
+			if leafDepth == -1 {
+				leafDepth = depth
+			} else if leafDepth != depth {
+				t.Fatalf("leaves at depths %d and %d", leafDepth, depth)
+			}
+			for _, e := range n.items {
+				keys = append(keys, e.k)
+			}
+			return
+		}
+		if len(n.kids) != len(n.items)+1 {
+			t.Fatalf("bnode has %d items and %d kids", len(n.items), len(n.kids))
+		}
+		for i, e := range n.items {
+			walk(n.kids[i], depth+1, false)
+			keys = append(keys, e.k)
+		}
+		walk(n.kids[len(n.items)], depth+1, false)
+	}
+	if tr.root != nil {
+		walk(tr.root, 0, true)
+	}
+	if !slices.IsSorted(keys) {
+		t.Fatalf("keys out of order")
+	}
+	return keys
+}
+
+func TestBtreeRandomAgainstMap(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var tr btree[int, int]
+	model := map[int]int{}
+	var versions []btree[int, int]
+	var snapshots []map[int]int
+	for step := range 20000 {
+		k := rng.IntN(3000)
+		if rng.IntN(3) == 0 {
+			var ok bool
+			tr, ok = tr.delete(k)
+			_, had := model[k]
+			if ok != had {
+				t.Fatalf("step %d: delete(%d) = %v; want %v", step, k, ok, had)
+			}
+			delete(model, k)
+		} else {
+			var replaced bool
+			tr, replaced = tr.set(k, step)
+			_, had := model[k]
+			if replaced != had {
+				t.Fatalf("step %d: set(%d) replaced = %v; want %v", step, k, replaced, had)
+			}
+			model[k] = step
+		}
+		if step%1000 == 0 {
+			versions = append(versions, tr)
+			snapshots = append(snapshots, maps(model))
+		}
+	}
+	keys := checkBtree(t, tr)
+	if len(keys) != len(model) {
+		t.Fatalf("tree has %d keys; model %d", len(keys), len(model))
+	}
+	for k, v := range model {
+		if got, ok := tr.get(k); !ok || got != v {
+			t.Fatalf("get(%d) = %d, %v; want %d", k, got, ok, v)
+		}
+	}
+	// Old versions are unchanged by later writes.
+	for i, old := range versions {
+		keys := checkBtree(t, old)
+		if len(keys) != len(snapshots[i]) {
+			t.Fatalf("version %d has %d keys; want %d", i, len(keys), len(snapshots[i]))
+		}
+		for k, v := range snapshots[i] {
+			if got, ok := old.get(k); !ok || got != v {
+				t.Fatalf("version %d: get(%d) = %d, %v; want %d", i, k, got, ok, v)
+			}
+		}
+	}
+	// Delete everything.
+	for k := range model {
+		tr, _ = tr.delete(k)
+	}
+	if !tr.empty() {
+		t.Fatalf("tree not empty after deleting every key")
+	}
+}
+
+func maps(m map[int]int) map[int]int {
+	out := make(map[int]int, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+func TestBtreeBuildAndAscendFrom(t *testing.T) {
+	for _, n := range []int{0, 1, 31, 32, 33, 1000, 1023, 1024, 5000, 40000} {
+		items := make([]entry[int, int], n)
+		for i := range items {
+			items[i] = entry[int, int]{k: 2 * i, v: i}
+		}
+		tr := buildBtree(items)
+		keys := checkBtree(t, tr)
+		if len(keys) != n {
+			t.Fatalf("build(%d) holds %d keys", n, len(keys))
+		}
+		for _, from := range []int{-1, 0, 1, 7, n, 2*n - 2, 2 * n} {
+			var got []int
+			tr.ascendFrom(from, func(k, _ int) bool {
+				got = append(got, k)
+				return len(got) < 5
+			})
+			var want []int
+			for k := max(0, from+from%2); k < 2*n && len(want) < 5; k += 2 {
+				want = append(want, k)
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("n=%d ascendFrom(%d) = %v; want %v", n, from, got, want)
+			}
+		}
+		// A built tree stays valid through deletes and inserts.
+		rng := rand.New(rand.NewPCG(uint64(n), 9))
+		for range 2 * n {
+			if rng.IntN(2) == 0 {
+				tr, _ = tr.delete(2 * rng.IntN(n+1))
+			} else {
+				tr, _ = tr.set(rng.IntN(2*n+1), 0)
+			}
+		}
+		checkBtree(t, tr)
+	}
+}
