@@ -1,0 +1,26 @@
+// Package conformance is a server-agnostic ZooKeeper conformance suite. Its checks talk to a server
+// only over the network: through the standard Go client (github.com/go-zookeeper/zk) and, for what
+// that client cannot send, through Raw, a small frame-by-frame client built on the jute package.
+//
+// A check that fails on real Apache ZooKeeper is a wrong check: every check is proven against
+// ZooKeeper 3.8 (and accepts 3.9's behaviour where the two differ, logging which one it saw).
+//
+// # Targets
+//
+// The suite runs against every Target in the list the tests build:
+//
+//   - CONFORMANCE_ADDR=host:port[,host:port...] runs it against any running server;
+//     CONFORMANCE_CAPS=ttl,reconfig,super=user:password declares the server-side switches it has on.
+//   - otherwise a real ZooKeeper is started on loopback (internal/zktest) when one is installed;
+//   - the in-process zkd targets (standalone and a 3-node cluster) plug into inProcessTargets
+//     in targets_test.go.
+//
+// # Naming
+//
+// Test names have the shape Test<Area>/<target>/<check>, for example
+// TestWatches/zookeeper/exists_watch_on_missing_node_fires_NodeCreated. A compatibility matrix is
+// built from `go test -json` output: the row is <Area>/<check>, the column is <target>, the cell is
+// the test's pass, fail or skip action.
+//
+// Raw is safe for use by one goroutine at a time.
+package conformance

@@ -1,0 +1,111 @@
+package conformance
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/zkd-io/zkd/internal/zktest"
+)
+
+// suite holds the targets built once for the whole test binary in TestMain.
+type suite struct {
+	targets []*Target
+	// skip is why there is no target at all (the tests skip with it).
+	skip string
+	// runID makes this run's paths unique, so reruns against one server do not collide.
+	runID string
+}
+
+// theSuite is written once in TestMain before any test runs and only read afterwards.
+var theSuite suite
+
+// inProcessTargets is where the in-process zkd targets plug in (the server issue): a zkd
+// standalone server and a 3-node zkd cluster, started on 127.0.0.1:0, each returned as a Target
+// with the capabilities it has switched on, plus the function that stops them. Until zkd's server
+// exists it returns none.
+func inProcessTargets() (targets []*Target, stop func(), err error) {
+	return nil, func() {}, nil
+}
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	// Checks spend most of their time waiting on the network; run more of them at once than the
+	// default GOMAXPROCS, unless -parallel was given.
+	parallelSet := false
+	flag.Visit(func(f *flag.Flag) { parallelSet = parallelSet || f.Name == "test.parallel" })
+	if !parallelSet {
+		_ = flag.Set("test.parallel", "8")
+	}
+	os.Exit(runSuite(m))
+}
+
+func runSuite(m *testing.M) int {
+	theSuite.runID = fmt.Sprintf("%x", time.Now().UnixNano())
+	stop, err := buildTargets()
+	defer stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return m.Run()
+}
+
+// buildTargets fills theSuite.targets: the in-process zkd targets, then CONFORMANCE_ADDR if set,
+// else a real ZooKeeper started here when one is installed.
+func buildTargets() (stop func(), err error) {
+	var stops []func()
+	stop = func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}
+	inproc, stopInproc, err := inProcessTargets()
+	if err != nil {
+		return stop, fmt.Errorf("conformance: start in-process targets: %w", err)
+	}
+	stops = append(stops, stopInproc)
+	theSuite.targets = append(theSuite.targets, inproc...)
+
+	if addr := os.Getenv("CONFORMANCE_ADDR"); addr != "" {
+		addrs, err := ParseAddrs(addr)
+		if err != nil {
+			return stop, err
+		}
+		caps, err := ParseCapabilities(os.Getenv("CONFORMANCE_CAPS"))
+		if err != nil {
+			return stop, err
+		}
+		tg := &Target{Name: "addr", Addrs: addrs, Caps: caps, Version: ServerVersion(addrs[0], 3*time.Second)}
+		theSuite.targets = append(theSuite.targets, tg)
+		return stop, nil
+	}
+	if !zktest.Available() {
+		if len(theSuite.targets) == 0 {
+			theSuite.skip = "no target: CONFORMANCE_ADDR is unset and no Apache ZooKeeper is installed (zktest.Available is false)"
+		}
+		return stop, nil
+	}
+	dir, err := os.MkdirTemp("", "conformance-zk-")
+	if err != nil {
+		return stop, fmt.Errorf("conformance: temp dir: %w", err)
+	}
+	stops = append(stops, func() { _ = os.RemoveAll(dir) })
+	zkSrv, err := zktest.StartZooKeeper(dir)
+	if err != nil {
+		return stop, fmt.Errorf("conformance: start ZooKeeper: %w", err)
+	}
+	stops = append(stops, func() { _ = zkSrv.Stop() })
+	tg := &Target{
+		Name:  "zookeeper",
+		Addrs: zkSrv.Addrs,
+		// zk-anchor whitelists every four-letter word and leaves extendedTypesEnabled,
+		// reconfigEnabled and superDigest at their stock defaults (off).
+		Caps:    Capabilities{AllFourLetterWords: true},
+		Version: ServerVersion(zkSrv.Addrs[0], 3*time.Second),
+	}
+	theSuite.targets = append(theSuite.targets, tg)
+	return stop, nil
+}
