@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 )
 
 // FrameHeaderLen is the size of a frame's length prefix.
@@ -16,9 +17,10 @@ const FrameHeaderLen = 4
 const retainedFrameBuffer = 64 << 10
 
 // ReadFrame reads one frame from r: a 4-byte big-endian signed length, then that many bytes. It
-// returns the payload, stored in buf when buf has room (the result then aliases buf) and in a new
-// slice otherwise. A length below zero or above maxLen (zero or negative means DefaultMaxBuffer) is
-// refused before anything is allocated, with an error wrapping ErrNegativeLen or ErrTooLarge.
+// returns the payload, stored in buf when buf has room (the result then aliases buf) and otherwise
+// in a new slice grown as the bytes arrive. A length below zero or above maxLen (zero or negative
+// means DefaultMaxBuffer) is refused before anything is allocated, with an error wrapping
+// ErrNegativeLen or ErrTooLarge.
 // A clean end of input before the length gives io.EOF; an end inside the frame gives
 // io.ErrUnexpectedEOF.
 func ReadFrame(r io.Reader, buf []byte, maxLen int) ([]byte, error) {
@@ -32,16 +34,35 @@ func ReadFrame(r io.Reader, buf []byte, maxLen int) ([]byte, error) {
 	}
 	if cap(buf) >= n {
 		buf = buf[:n]
-	} else {
-		buf = make([]byte, n)
-	}
-	if _, err := io.ReadFull(r, buf); err != nil {
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return nil, unexpected(err)
 		}
-		return nil, err
+		return buf, nil
+	}
+	// Grow the buffer as bytes arrive, so that a peer which announces a large frame and then
+	// stalls or hangs up holds memory in proportion to what it actually sent.
+	buf = buf[:0]
+	for len(buf) < n {
+		chunk := min(n-len(buf), max(len(buf), frameChunk))
+		buf = slices.Grow(buf, chunk)
+		m, err := io.ReadFull(r, buf[len(buf):len(buf)+chunk])
+		buf = buf[:len(buf)+m]
+		if err != nil {
+			return nil, unexpected(err)
+		}
 	}
 	return buf, nil
+}
+
+// frameChunk is the first allocation for a frame that does not fit the caller's buffer.
+const frameChunk = 32 << 10
+
+// unexpected turns io.EOF inside a frame into io.ErrUnexpectedEOF.
+func unexpected(err error) error {
+	if errors.Is(err, io.EOF) {
+		return io.ErrUnexpectedEOF
+	}
+	return err
 }
 
 // frameLen checks a frame length prefix against maxLen.
