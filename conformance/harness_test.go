@@ -4,6 +4,7 @@ import (
 	"errors"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -285,3 +286,5 @@ func (e *env) seen(format string, args ...any) {
 	e.t.Helper()
 	e.t.Logf("target %s (version %q): "+format, append([]any{e.tg.Name, e.tg.Version}, args...)...)
 }
+
+func itoa(i int) string { return strconv.Itoa(i) }
