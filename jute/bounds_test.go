@@ -37,7 +37,7 @@ func TestDecoderLengthChecks(t *testing.T) {
 		{"string null", be(-1), 0, func(d *Decoder) any { return d.String() }, "", nil},
 		{"string negative", be(-2), 0, func(d *Decoder) any { return d.String() }, "", ErrNegativeLen},
 		{"string short", be(5, "abc"), 0, func(d *Decoder) any { return d.String() }, "", ErrShortBuffer},
-		{"buffer over max", be(DefaultMaxBuffer+1), 0, func(d *Decoder) any { return d.Buffer() }, []byte(nil), ErrTooLarge},
+		{"buffer over max", be(DefaultMaxBuffer + 1), 0, func(d *Decoder) any { return d.Buffer() }, []byte(nil), ErrTooLarge},
 		{"buffer null", be(-1), 0, func(d *Decoder) any { return d.Buffer() }, []byte(nil), nil},
 		{"buffer empty", be(0), 0, func(d *Decoder) any { return d.Buffer() }, []byte{}, nil},
 		{"buffer negative", be(math.MinInt32), 0, func(d *Decoder) any { return d.Buffer() }, []byte(nil), ErrNegativeLen},
