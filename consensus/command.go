@@ -1,0 +1,178 @@
+package consensus
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/zkd-io/zkd/jute"
+	"github.com/zkd-io/zkd/znode"
+)
+
+// Log entry layout (raft.Log.Data, written by the leader only, big-endian):
+//
+//	[0]      type     uint8   cmdTxn; bit 0x80 = an older server may skip an unknown type
+//	[1]      version  uint8   format version of the rest (1)
+//	[2:10]   time     int64   leader wall clock, ms since the epoch (ctime/mtime, TTL "now")
+//	[10:18]  session  int64   originating session (0 for internal transactions)
+//	then jute fields:
+//	         origin   ustring proposing node and incarnation (routes the result to the waiter)
+//	         seq      int64   proposal number within origin
+//	         op       int32   jute.Op of the transaction
+//	         auth     vector<Id> the caller's identities, for ACL checks at apply time
+//	         body     buffer  the jute request record (client ops) or an internal record
+//
+// Internal bodies: OpCreateSession = {id int64, timeout int32, passwd buffer};
+// OpCloseSession = empty (the client closes its own session) or {ids vector<int64>} (expiry);
+// OpDeleteContainer = {paths vector<ustring>, neverUsedInterval int64} (reaping).
+const (
+	cmdTxn        byte = 1
+	cmdIgnorable  byte = 0x80
+	cmdVersion    byte = 1
+	cmdHeaderSize      = 18
+)
+
+// errBadCommand marks an entry or proposal that does not decode.
+var errBadCommand = errors.New("consensus: malformed command")
+
+// command is a decoded log entry, or a proposal on its way to the leader (time not yet stamped).
+type command struct {
+	typ     byte
+	time    int64
+	session int64
+	origin  string
+	seq     uint64
+	op      jute.Op
+	auth    []jute.Id
+	body    []byte
+}
+
+func (c *command) marshal() []byte {
+	b := make([]byte, cmdHeaderSize, cmdHeaderSize+64+len(c.body))
+	b[0] = c.typ
+	b[1] = cmdVersion
+	binary.BigEndian.PutUint64(b[2:], uint64(c.time))
+	binary.BigEndian.PutUint64(b[10:], uint64(c.session))
+	e := jute.NewEncoder(b)
+	e.String(c.origin)
+	e.Int64(int64(c.seq))
+	e.Int32(int32(c.op))
+	if c.auth == nil {
+		e.Int32(-1)
+	} else {
+		e.Int32(int32(len(c.auth)))
+		for i := range c.auth {
+			c.auth[i].Encode(e)
+		}
+	}
+	e.Buffer(c.body)
+	return e.Bytes()
+}
+
+// unmarshalCommand decodes an entry. An unknown type is reported with the type set and
+// errUnknownType; the caller applies the ignorable-bit policy.
+func unmarshalCommand(b []byte) (command, error) {
+	var c command
+	if len(b) < cmdHeaderSize {
+		return c, fmt.Errorf("%w: %d bytes", errBadCommand, len(b))
+	}
+	c.typ = b[0]
+	if c.typ != cmdTxn {
+		return c, errUnknownType
+	}
+	if b[1] != cmdVersion {
+		return c, fmt.Errorf("%w: version %d", errUnknownType, b[1])
+	}
+	c.time = int64(binary.BigEndian.Uint64(b[2:]))
+	c.session = int64(binary.BigEndian.Uint64(b[10:]))
+	d := jute.NewDecoder(b[cmdHeaderSize:], len(b))
+	c.origin = d.String()
+	c.seq = uint64(d.Int64())
+	c.op = jute.Op(d.Int32())
+	if n := d.VectorLen(8); n >= 0 && d.Err() == nil {
+		c.auth = make([]jute.Id, n)
+		for i := range c.auth {
+			c.auth[i].Decode(d)
+		}
+	}
+	c.body = d.Buffer()
+	if err := d.Finish(); err != nil {
+		return c, fmt.Errorf("%w: %w", errBadCommand, err)
+	}
+	return c, nil
+}
+
+var errUnknownType = errors.New("consensus: unknown command type")
+
+// clientWriteOp reports whether op is a client write the node proposes on a client's behalf.
+func clientWriteOp(op jute.Op) bool {
+	switch op {
+	case jute.OpCreate, jute.OpCreate2, jute.OpCreateContainer, jute.OpCreateTTL, jute.OpDelete,
+		jute.OpSetData, jute.OpSetACL, jute.OpMulti, jute.OpCloseSession:
+		return true
+	}
+	return false
+}
+
+// txnRequest decodes the body of an entry into the Req of a znode.Txn.
+func txnRequest(op jute.Op, body []byte) (any, error) {
+	d := jute.NewDecoder(body, len(body)+1)
+	var req any
+	switch op {
+	case jute.OpCreateSession:
+		s := &znode.CreateSession{ID: d.Int64(), Timeout: d.Int32(), Passwd: d.Buffer()}
+		req = s
+	case jute.OpCloseSession:
+		if len(body) == 0 {
+			return nil, nil
+		}
+		var ids []int64
+		if n := d.VectorLen(8); n >= 0 && d.Err() == nil {
+			ids = make([]int64, n)
+			for i := range ids {
+				ids[i] = d.Int64()
+			}
+		}
+		req = &znode.CloseSessions{IDs: ids}
+	case jute.OpDeleteContainer:
+		req = &znode.Reap{Paths: d.Strings(), NeverUsedInterval: d.Int64()}
+	default:
+		if !clientWriteOp(op) {
+			return nil, fmt.Errorf("%w: op %v is not a transaction", errBadCommand, op)
+		}
+		r := jute.NewRequest(op)
+		if r == nil {
+			return nil, fmt.Errorf("%w: op %v has no request record", errBadCommand, op)
+		}
+		r.Decode(d)
+		req = r
+	}
+	if err := d.Finish(); err != nil {
+		return nil, fmt.Errorf("%w: %v body: %w", errBadCommand, op, err)
+	}
+	return req, nil
+}
+
+func createSessionBody(s znode.CreateSession) []byte {
+	e := jute.NewEncoder(nil)
+	e.Int64(s.ID)
+	e.Int32(s.Timeout)
+	e.Buffer(s.Passwd)
+	return e.Bytes()
+}
+
+func closeSessionsBody(ids []int64) []byte {
+	e := jute.NewEncoder(nil)
+	e.Int32(int32(len(ids)))
+	for _, id := range ids {
+		e.Int64(id)
+	}
+	return e.Bytes()
+}
+
+func reapBody(paths []string, neverUsed int64) []byte {
+	e := jute.NewEncoder(nil)
+	e.Strings(paths)
+	e.Int64(neverUsed)
+	return e.Bytes()
+}

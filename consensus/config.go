@@ -1,0 +1,203 @@
+package consensus
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/zkd-io/zkd/znode"
+)
+
+// Peer is one voting member of a static cluster.
+type Peer struct {
+	// ID is the member's stable Raft server id. Never reuse an id for a server whose data was lost.
+	ID string
+	// Addr is the member's peer address (host:port), the one its peer listener accepts on.
+	Addr string
+}
+
+// Config configures a Node. The zero value of every field except ID is usable; the comments say
+// what zero means. New applies the defaults and then calls Validate.
+type Config struct {
+	// ID is this server's stable Raft server id. Required.
+	ID string
+	// Dir is the data directory. Raft's log and stable store live in Dir/raft/raft.db (bbolt) and
+	// snapshots in Dir/raft/snapshots. Empty means in-memory stores: nothing survives Shutdown
+	// (tests and embedding only).
+	Dir string
+
+	// Listener is the peer listener, already bound. Nil means Network.Listen(Addr).
+	Listener net.Listener
+	// Addr is the peer address to listen on when Listener is nil. Empty means "127.0.0.1:0".
+	// The advertised address is always the listener's own address.
+	Addr string
+	// Network dials peers and, when Listener is nil, opens the peer listener. Nil means plain TCP.
+	// Tests put a fault-injecting layer here; it carries both Raft and the cluster RPC.
+	Network Network
+	// Peers is the static member list used to bootstrap a new cluster; it must contain this node.
+	// Empty means a single voter that bootstraps itself. Ignored when Dir already holds Raft state.
+	Peers []Peer
+
+	// Logger receives the node's logs and, through one hclog bridge, hashicorp/raft's.
+	// Nil means slog.New(slog.DiscardHandler).
+	Logger *slog.Logger
+
+	// OnApply, when set, is called on every node for every applied transaction in zxid order, from
+	// the FSM goroutine, before the proposer's Propose returns. The server queues watch events here.
+	// It must not block for long: it delays every later apply. r must not be kept or modified
+	// after the call returns.
+	OnApply func(zxid int64, r *znode.Result)
+	// OnRestore, when set, is called from the FSM goroutine after the tree was replaced by a
+	// snapshot (a follower that fell behind). Watches registered before may have missed events;
+	// the server should close its client connections. zxid is the restored view's zxid.
+	OnRestore func(zxid int64)
+	// OnServing, when set, is called from the node's monitor goroutine when the serving signal
+	// changes (see Node.Serving). It must not block for long.
+	OnServing func(serving bool)
+
+	// HeartbeatTimeout is how long a follower waits without contact before it starts an election.
+	// Zero means 300ms (a LAN: writes resume within about a second of a leader's death).
+	HeartbeatTimeout time.Duration
+	// ElectionTimeout is the candidate's timeout. Zero means HeartbeatTimeout.
+	ElectionTimeout time.Duration
+	// LeaderLeaseTimeout is how long a leader stays leader without reaching a quorum.
+	// Zero means HeartbeatTimeout/2.
+	LeaderLeaseTimeout time.Duration
+	// CommitTimeout is the leader's idle interval between AppendEntries that carry the commit
+	// index; it bounds how late an idle follower applies a write. Zero means 5ms.
+	CommitTimeout time.Duration
+
+	// SnapshotThreshold is how many log entries since the last snapshot trigger a new one.
+	// Zero means 100000 (ZooKeeper's snapCount).
+	SnapshotThreshold uint64
+	// SnapshotInterval is how often Raft checks the threshold. Zero means 30s.
+	SnapshotInterval time.Duration
+	// TrailingLogs is how many entries are kept after a snapshot so slow followers can catch up
+	// from the log. Zero means 10240.
+	TrailingLogs uint64
+	// SnapshotRetain is how many snapshots are kept on disk. Zero means 2.
+	SnapshotRetain int
+
+	// MaxOutstanding bounds the proposals of this node that are proposed but not yet answered;
+	// Start blocks (until ctx ends) while the bound is reached. Zero means 1000.
+	MaxOutstanding int
+	// HoldTimeout is how long a write or sync waits for a leader before failing with ErrNoLeader.
+	// Zero means 5s.
+	HoldTimeout time.Duration
+	// ApplyTimeout bounds how long a proposal that the leader accepted waits for this node's own
+	// apply before it is answered with ErrUnknownOutcome. Zero means 30s.
+	ApplyTimeout time.Duration
+
+	// TickTime is ZooKeeper's tickTime: session touches are sent every TickTime/2 and the leader
+	// checks session deadlines every TickTime/2. Zero means 2s.
+	TickTime time.Duration
+	// ReapInterval is how often the leader looks for expired TTL nodes and empty containers
+	// (ZooKeeper's znode.container.checkIntervalMs). Zero means 60s; negative disables reaping.
+	ReapInterval time.Duration
+	// ReapMaxPerInterval bounds the nodes deleted per reap transaction
+	// (znode.container.maxPerMinute scaled to the interval). Zero means 10000.
+	ReapMaxPerInterval int
+	// ContainerNeverUsedInterval is znode.container.maxNeverUsedIntervalMs in milliseconds:
+	// a container that never had a child is reaped this long after creation. Zero means never.
+	ContainerNeverUsedInterval int64
+}
+
+func (c Config) withDefaults() Config {
+	if c.Addr == "" {
+		c.Addr = "127.0.0.1:0"
+	}
+	if c.Network == nil {
+		c.Network = TCPNetwork{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.HeartbeatTimeout == 0 {
+		c.HeartbeatTimeout = 300 * time.Millisecond
+	}
+	if c.ElectionTimeout == 0 {
+		c.ElectionTimeout = c.HeartbeatTimeout
+	}
+	if c.LeaderLeaseTimeout == 0 {
+		c.LeaderLeaseTimeout = c.HeartbeatTimeout / 2
+	}
+	if c.CommitTimeout == 0 {
+		c.CommitTimeout = 5 * time.Millisecond
+	}
+	if c.SnapshotThreshold == 0 {
+		c.SnapshotThreshold = 100000
+	}
+	if c.SnapshotInterval == 0 {
+		c.SnapshotInterval = 30 * time.Second
+	}
+	if c.TrailingLogs == 0 {
+		c.TrailingLogs = 10240
+	}
+	if c.SnapshotRetain == 0 {
+		c.SnapshotRetain = 2
+	}
+	if c.MaxOutstanding == 0 {
+		c.MaxOutstanding = 1000
+	}
+	if c.HoldTimeout == 0 {
+		c.HoldTimeout = 5 * time.Second
+	}
+	if c.ApplyTimeout == 0 {
+		c.ApplyTimeout = 30 * time.Second
+	}
+	if c.TickTime == 0 {
+		c.TickTime = 2 * time.Second
+	}
+	if c.ReapInterval == 0 {
+		c.ReapInterval = 60 * time.Second
+	}
+	if c.ReapMaxPerInterval == 0 {
+		c.ReapMaxPerInterval = 10000
+	}
+	return c
+}
+
+// Validate reports the first problem with c, after defaults are applied as New applies them.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	switch {
+	case c.ID == "":
+		return errors.New("consensus: config: ID is required")
+	case c.HeartbeatTimeout < 5*time.Millisecond:
+		return errors.New("consensus: config: HeartbeatTimeout must be at least 5ms")
+	case c.ElectionTimeout < c.HeartbeatTimeout:
+		return errors.New("consensus: config: ElectionTimeout must not be below HeartbeatTimeout")
+	case c.LeaderLeaseTimeout < 5*time.Millisecond || c.LeaderLeaseTimeout > c.HeartbeatTimeout:
+		return errors.New("consensus: config: LeaderLeaseTimeout must be in [5ms, HeartbeatTimeout]")
+	case c.CommitTimeout < time.Millisecond:
+		return errors.New("consensus: config: CommitTimeout must be at least 1ms")
+	case c.SnapshotRetain < 1:
+		return errors.New("consensus: config: SnapshotRetain must be positive")
+	case c.MaxOutstanding < 1:
+		return errors.New("consensus: config: MaxOutstanding must be positive")
+	case c.HoldTimeout < 0 || c.ApplyTimeout < 0 || c.TickTime < 0 || c.SnapshotInterval < 0:
+		return errors.New("consensus: config: negative duration")
+	case c.ReapMaxPerInterval < 0 || c.ContainerNeverUsedInterval < 0:
+		return errors.New("consensus: config: negative reap limit")
+	}
+	if len(c.Peers) > 0 {
+		self := false
+		seen := make(map[string]bool, len(c.Peers))
+		for _, p := range c.Peers {
+			if p.ID == "" || p.Addr == "" {
+				return errors.New("consensus: config: every peer needs an ID and an Addr")
+			}
+			if seen[p.ID] {
+				return fmt.Errorf("consensus: config: duplicate peer id %q", p.ID)
+			}
+			seen[p.ID] = true
+			self = self || p.ID == c.ID
+		}
+		if !self {
+			return fmt.Errorf("consensus: config: Peers does not contain this node (%q)", c.ID)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,190 @@
+package consensus
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync/atomic"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/zkd-io/zkd/jute"
+	"github.com/zkd-io/zkd/znode"
+)
+
+// fsm is the replicated state machine: a znode.Tree driven by committed log entries.
+//
+// The four rules of hashicorp/raft's FSM hold here:
+//   - Apply/ApplyBatch are deterministic: everything that differs between servers (time, session
+//     ids, passwords, expiry decisions) is stamped into the entry by the leader.
+//   - Snapshot is O(1): it takes an immutable znode.View.
+//   - Persist runs concurrently with later applies; it only reads that view.
+//   - Restore replaces everything, including the last applied zxid, which the snapshot carries.
+//
+// Apply, ApplyBatch, Snapshot and Restore run on raft's single FSM goroutine. Other goroutines read
+// the tree through view() (an atomic pointer to the current tree, whose View is safe anywhere).
+type fsm struct {
+	log       *slog.Logger
+	origin    string // this node incarnation's origin tag; results of its own entries are delivered
+	tree      atomic.Pointer[znode.Tree]
+	lastZxid  atomic.Int64
+	applied   applyWait
+	onApply   func(zxid int64, r *znode.Result)
+	onRestore func(zxid int64)
+	// deliver hands the result of an entry this node proposed to its waiting proposer.
+	deliver func(seq uint64, c *command, r *znode.Result)
+	// sessions observes session creation and closing on every node (the leader keeps deadlines).
+	sessions *sessionTracker
+	applies  atomic.Int64
+}
+
+var (
+	_ raft.FSM         = (*fsm)(nil)
+	_ raft.BatchingFSM = (*fsm)(nil)
+)
+
+func newFSM(log *slog.Logger, origin string) *fsm {
+	f := &fsm{log: log, origin: origin}
+	f.tree.Store(znode.New())
+	return f
+}
+
+func (f *fsm) view() *znode.View { return f.tree.Load().View() }
+
+// Apply applies one committed entry.
+func (f *fsm) Apply(l *raft.Log) any {
+	return f.ApplyBatch([]*raft.Log{l})[0]
+}
+
+// ApplyBatch applies committed entries in order and returns one response per entry: a
+// *znode.Result for transactions, nil for configuration entries and skipped unknown types.
+func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
+	out := make([]any, len(logs))
+	for i, l := range logs {
+		if l.Type != raft.LogCommand {
+			continue
+		}
+		out[i] = f.applyCommand(l)
+	}
+	return out
+}
+
+func (f *fsm) applyCommand(l *raft.Log) any {
+	zxid := int64(l.Index)
+	c, err := unmarshalCommand(l.Data)
+	if err != nil {
+		if errors.Is(err, errUnknownType) && c.typ&cmdIgnorable != 0 {
+			f.log.Warn("skipping unknown ignorable command", "type", c.typ, "zxid", zxid)
+			return nil
+		}
+		// A committed entry this server cannot read means it would diverge from the others.
+		// Stopping is the only safe choice (Consul and Nomad do the same).
+		panic(fmt.Sprintf("consensus: invariant: entry %d cannot be applied: %v", zxid, err))
+	}
+	res := f.applyTxn(zxid, &c)
+	f.applies.Add(1)
+	f.lastZxid.Store(zxid)
+	if f.onApply != nil {
+		f.onApply(zxid, res)
+	}
+	f.applied.trigger(zxid)
+	if c.origin == f.origin && f.deliver != nil {
+		f.deliver(c.seq, &c, res)
+	}
+	return res
+}
+
+func (f *fsm) applyTxn(zxid int64, c *command) *znode.Result {
+	req, err := txnRequest(c.op, c.body)
+	if err != nil {
+		// Proposers check bodies before proposing, so this is a bug somewhere; every server
+		// reaches the same verdict from the same bytes, so answering it is still deterministic.
+		f.log.Error("undecodable transaction body", "zxid", zxid, "op", c.op, "err", err)
+		return &znode.Result{Zxid: zxid, Err: jute.CodeMarshallingError}
+	}
+	txn := znode.Txn{Time: c.time, Session: c.session, Auth: c.auth, Op: c.op, Req: req}
+	r := f.tree.Load().Apply(zxid, &txn)
+	if f.sessions != nil && r.Err == nil {
+		switch q := req.(type) {
+		case *znode.CreateSession:
+			f.sessions.created(q.ID, q.Timeout)
+		case *znode.CloseSessions:
+			f.sessions.closed(q.IDs)
+		case nil:
+			if c.op == jute.OpCloseSession {
+				f.sessions.closed([]int64{c.session})
+			}
+		}
+	}
+	return &r
+}
+
+// Snapshot captures the current view; Persist writes it while applies continue.
+func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	return &fsmSnapshot{view: f.view()}, nil
+}
+
+// snapshotMagic starts every snapshot this package writes, followed by a format version byte.
+var snapshotMagic = [4]byte{'z', 'k', 'd', 's'}
+
+const snapshotVersion byte = 1
+
+// Restore replaces the tree with the snapshot's.
+func (f *fsm) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	br := bufio.NewReaderSize(rc, 1<<16)
+	var hdr [5]byte
+	if _, err := io.ReadFull(br, hdr[:]); err != nil {
+		return fmt.Errorf("consensus: restore: header: %w", err)
+	}
+	if [4]byte(hdr[:4]) != snapshotMagic || hdr[4] != snapshotVersion {
+		return fmt.Errorf("consensus: restore: not a zkd snapshot (header %x)", hdr)
+	}
+	t, err := znode.ReadSnapshot(br)
+	if err != nil {
+		return fmt.Errorf("consensus: restore: %w", err)
+	}
+	f.tree.Store(t)
+	zxid := t.LastZxid()
+	f.lastZxid.Store(zxid)
+	if f.sessions != nil {
+		f.sessions.restored(t.View().Sessions())
+	}
+	f.applied.trigger(zxid)
+	f.log.Info("restored snapshot", "zxid", zxid)
+	if f.onRestore != nil {
+		f.onRestore(zxid)
+	}
+	return nil
+}
+
+type fsmSnapshot struct {
+	view *znode.View
+}
+
+// Persist streams the view into the sink; raft's snapshot store checksums and fsyncs it.
+func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	bw := bufio.NewWriterSize(sink, 1<<16)
+	err := writeSnapshot(bw, s.view)
+	if err == nil {
+		err = bw.Flush()
+	}
+	if err != nil {
+		_ = sink.Cancel()
+		return fmt.Errorf("consensus: persist snapshot: %w", err)
+	}
+	return sink.Close()
+}
+
+// Release is a no-op: the view is garbage collected.
+func (s *fsmSnapshot) Release() {}
+
+// writeSnapshot writes the package's snapshot format: magic, version, then the view.
+func writeSnapshot(w io.Writer, v *znode.View) error {
+	if _, err := w.Write(append(snapshotMagic[:], snapshotVersion)); err != nil {
+		return err
+	}
+	return v.WriteSnapshot(w)
+}

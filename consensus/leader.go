@@ -1,0 +1,391 @@
+package consensus
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/zkd-io/zkd/jute"
+)
+
+// monitor is the node's housekeeping goroutine: leadership changes, the serving signal, session
+// touches, and on the leader session expiry and reaping.
+func (n *Node) monitor() {
+	servingTick := time.NewTicker(max(n.cfg.HeartbeatTimeout/4, 5*time.Millisecond))
+	defer servingTick.Stop()
+	sessionTick := time.NewTicker(max(n.cfg.TickTime/2, time.Millisecond))
+	defer sessionTick.Stop()
+	var reapC <-chan time.Time
+	if n.cfg.ReapInterval > 0 {
+		reap := time.NewTicker(n.cfg.ReapInterval)
+		defer reap.Stop()
+		reapC = reap.C
+	}
+	for {
+		select {
+		case <-n.stop:
+			return
+		case leader := <-n.notify:
+			epoch := n.leaderEpoch.Add(1)
+			n.ready.Store(false)
+			if leader {
+				n.goTracked(func() { n.establish(epoch) })
+			}
+			n.updateServing()
+		case <-servingTick.C:
+			n.updateServing()
+		case <-sessionTick.C:
+			n.flushTouches()
+			if n.IsLeader() {
+				n.expireSessions()
+			}
+		case <-reapC:
+			if n.IsLeader() {
+				n.reap()
+			}
+		}
+	}
+}
+
+// establish finishes a takeover: a barrier so the FSM holds every committed entry, then every
+// session gets a full timeout (ZooKeeper's new leader does the same), then the node is ready.
+func (n *Node) establish(epoch int64) {
+	for n.leaderEpoch.Load() == epoch && n.raft.State() == raft.Leader {
+		err := n.raft.Barrier(n.cfg.HoldTimeout).Error()
+		if err == nil {
+			n.sessions.reset(n.View().Sessions())
+			if n.leaderEpoch.Load() == epoch {
+				n.ready.Store(true)
+				n.log.Info("leadership established", "zxid", n.LastZxid())
+				n.updateServing()
+			}
+			return
+		}
+		n.log.Warn("leader barrier failed", "err", err)
+		select {
+		case <-n.stop:
+			return
+		case <-time.After(n.cfg.HeartbeatTimeout / 4):
+		}
+	}
+}
+
+// Serving reports the serving signal: true on an established leader, and on a follower that
+// hears from its leader and has caught up (a read-index completed) since it last stopped serving.
+// A server refuses client connections while it is false.
+func (n *Node) Serving() bool { return n.serving.Load() }
+
+func (n *Node) setServing(v bool) {
+	if n.serving.Swap(v) != v {
+		n.log.Info("serving changed", "serving", v, "zxid", n.LastZxid())
+		if n.cfg.OnServing != nil {
+			n.cfg.OnServing(v)
+		}
+	}
+}
+
+// updateServing recomputes the serving signal; catching up runs on its own goroutine.
+func (n *Node) updateServing() {
+	switch n.raft.State() {
+	case raft.Leader:
+		n.setServing(n.ready.Load())
+		return
+	case raft.Follower:
+	default:
+		n.setServing(false)
+		return
+	}
+	_, id := n.raft.LeaderWithID()
+	if id == "" || time.Since(n.raft.LastContact()) > 2*n.cfg.HeartbeatTimeout {
+		n.setServing(false)
+		return
+	}
+	if n.serving.Load() || !n.catchingUp.CompareAndSwap(false, true) {
+		return
+	}
+	if !n.goTracked(func() {
+		defer n.catchingUp.Store(false)
+		ctx, cancel := context.WithTimeout(n.ctx, 4*n.cfg.HeartbeatTimeout)
+		defer cancel()
+		if err := n.sync(ctx, false); err != nil {
+			n.log.Debug("catch-up failed", "err", err)
+			return
+		}
+		n.setServing(true)
+	}) {
+		n.catchingUp.Store(false)
+	}
+}
+
+// Sync implements ZooKeeper's sync: it asks the leader for its commit point (a read index: note
+// the commit index, confirm leadership with a heartbeat round) and waits until this node applied
+// it. Afterwards this node's view holds every write that completed before Sync was called.
+func (n *Node) Sync(ctx context.Context) error { return n.sync(ctx, true) }
+
+func (n *Node) sync(ctx context.Context, hold bool) error {
+	idx, err := n.readIndex(ctx, hold)
+	if err != nil {
+		return err
+	}
+	return n.WaitApplied(ctx, idx)
+}
+
+// readIndex returns a committed command index at or after the leader's commit index at the time
+// of the call; it retries while no leader is known (for up to HoldTimeout if hold).
+func (n *Node) readIndex(ctx context.Context, hold bool) (int64, error) {
+	deadline := time.Now().Add(n.cfg.HoldTimeout)
+	for {
+		addr, id := n.raft.LeaderWithID()
+		var err error
+		switch {
+		case id == raft.ServerID(n.cfg.ID):
+			idx, e := n.leaderReadIndex()
+			if e == nil {
+				return idx, nil
+			}
+			err = e
+		case id != "":
+			r, e := n.call(ctx, string(addr), rpcReadIndex, nil)
+			if e == nil {
+				if len(r) != 8 {
+					return 0, fmt.Errorf("consensus: read index reply of %d bytes", len(r))
+				}
+				return int64(binary.BigEndian.Uint64(r)), nil
+			}
+			if !errors.Is(e, ErrNotLeader) && !errors.Is(e, errConnLost) && !isDialError(e) {
+				return 0, e
+			}
+			err = e
+		default:
+			err = ErrNoLeader
+		}
+		if !hold || !time.Now().Before(deadline) {
+			return 0, fmt.Errorf("consensus: read index: %w", err)
+		}
+		if err := n.pause(ctx); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// pause waits a short random time, or fails when ctx ends or the node stops.
+func (n *Node) pause(ctx context.Context) error {
+	t := time.NewTimer(time.Duration(10+time.Now().UnixNano()%30) * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-n.stop:
+		return ErrShutdown
+	}
+}
+
+type dialError struct{ error }
+
+func (e dialError) Unwrap() error { return e.error }
+
+func isDialError(err error) bool {
+	var d dialError
+	return errors.As(err, &d)
+}
+
+// call makes a cluster RPC to addr and maps the reply status to an error: ErrNotLeader for
+// statusNotProposed, dialError when nothing was sent.
+func (n *Node) call(ctx context.Context, addr string, kind byte, payload []byte) ([]byte, error) {
+	cl, err := n.rpcClientFor(addr)
+	if err != nil {
+		return nil, err
+	}
+	r, sent, err := cl.call(ctx, kind, payload)
+	if err != nil {
+		if !sent {
+			return nil, dialError{err}
+		}
+		return nil, err
+	}
+	switch {
+	case r.err != nil:
+		return nil, r.err
+	case r.status == statusOK:
+		return r.payload, nil
+	case r.status == statusNotProposed:
+		return nil, fmt.Errorf("%w: %s", ErrNotLeader, r.payload)
+	default:
+		return nil, fmt.Errorf("consensus: rpc to %s: %s", addr, r.payload)
+	}
+}
+
+// leaderReadIndex is the leader's half of readIndex.
+func (n *Node) leaderReadIndex() (int64, error) {
+	if !n.IsLeader() {
+		return 0, ErrNotLeader
+	}
+	commit := n.raft.CommitIndex() // before verifying (hashicorp/raft#603)
+	if err := n.raft.VerifyLeader().Error(); err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrNotLeader, err)
+	}
+	// The FSM never sees no-op, configuration or barrier entries, so wait for the newest command
+	// at or below the commit index instead; everything at or below the applied zxid is a known
+	// command boundary.
+	applied := n.LastZxid()
+	for i := commit; int64(i) > applied; i-- {
+		var l raft.Log
+		if err := n.logs.GetLog(i, &l); err != nil {
+			break
+		}
+		if l.Type == raft.LogCommand {
+			return int64(i), nil
+		}
+	}
+	return applied, nil
+}
+
+// Touch records that the sessions' clients are alive (a ping or any request). Touches reach the
+// leader in batches every TickTime/2 and are never logged.
+func (n *Node) Touch(ids ...int64) {
+	if n.IsLeader() {
+		now := time.Now()
+		for _, id := range ids {
+			n.sessions.touch(id, now)
+		}
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, id := range ids {
+		n.mu.touches[id] = struct{}{}
+	}
+}
+
+// flushTouches sends the batched touches to the leader.
+func (n *Node) flushTouches() {
+	n.mu.Lock()
+	if len(n.mu.touches) == 0 {
+		n.mu.Unlock()
+		return
+	}
+	ids := make([]int64, 0, len(n.mu.touches))
+	for id := range n.mu.touches {
+		ids = append(ids, id)
+	}
+	clear(n.mu.touches)
+	n.mu.Unlock()
+	if n.IsLeader() {
+		n.Touch(ids...)
+		return
+	}
+	addr, id := n.raft.LeaderWithID()
+	if id == "" {
+		n.Touch(ids...) // keep them for the next round
+		return
+	}
+	n.goTracked(func() {
+		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.TickTime)
+		defer cancel()
+		if _, err := n.call(ctx, string(addr), rpcTouch, closeSessionsBody(ids)); err != nil {
+			n.log.Debug("session touch failed", "err", err)
+			n.Touch(ids...)
+		}
+	})
+}
+
+func (n *Node) leaderTouch(ids []int64) (unknown []int64, err error) {
+	if !n.IsLeader() {
+		return nil, ErrNotLeader
+	}
+	now := time.Now()
+	for _, id := range ids {
+		if !n.sessions.touch(id, now) {
+			unknown = append(unknown, id)
+		}
+	}
+	return unknown, nil
+}
+
+// ValidateSession asks the leader whether session id is alive (known and not being expired), and
+// touches it. A server calls it before it lets a client reattach to a session it did not own.
+func (n *Node) ValidateSession(ctx context.Context, id int64) (bool, error) {
+	deadline := time.Now().Add(n.cfg.HoldTimeout)
+	for {
+		addr, lid := n.raft.LeaderWithID()
+		var err error
+		switch {
+		case lid == raft.ServerID(n.cfg.ID):
+			ok, e := n.leaderValidate(id)
+			if e == nil {
+				return ok, nil
+			}
+			err = e
+		case lid != "":
+			r, e := n.call(ctx, string(addr), rpcValidate, binary.BigEndian.AppendUint64(nil, uint64(id)))
+			if e == nil {
+				return len(r) == 1 && r[0] == 1, nil
+			}
+			err = e
+		default:
+			err = ErrNoLeader
+		}
+		if !time.Now().Before(deadline) {
+			return false, fmt.Errorf("consensus: validate session: %w", err)
+		}
+		if err := n.pause(ctx); err != nil {
+			return false, err
+		}
+	}
+}
+
+func (n *Node) leaderValidate(id int64) (bool, error) {
+	if !n.IsLeader() {
+		return false, ErrNotLeader
+	}
+	return n.sessions.touch(id, time.Now()), nil
+}
+
+// expireSessions proposes the close of every session whose deadline passed (leader only).
+func (n *Node) expireSessions() {
+	ids := n.sessions.expire(time.Now())
+	if len(ids) == 0 {
+		return
+	}
+	n.log.Info("expiring sessions", "count", len(ids))
+	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.HoldTimeout)
+	pd, err := n.start(ctx, &command{op: jute.OpCloseSession, body: closeSessionsBody(ids)}, true)
+	cancel()
+	if err != nil {
+		n.sessions.unclose(ids)
+		return
+	}
+	n.goTracked(func() {
+		if _, err := pd.Wait(n.ctx); err != nil {
+			n.log.Warn("session expiry failed", "err", err)
+			n.sessions.unclose(ids)
+			return
+		}
+		n.stats.expired.Add(int64(len(ids)))
+	})
+}
+
+// reap proposes the deletion of expired TTL nodes and empty containers (leader only).
+func (n *Node) reap() {
+	paths := n.View().ReapCandidates(time.Now().UnixMilli(), n.cfg.ContainerNeverUsedInterval, n.cfg.ReapMaxPerInterval)
+	if len(paths) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.HoldTimeout)
+	pd, err := n.start(ctx, &command{op: jute.OpDeleteContainer, body: reapBody(paths, n.cfg.ContainerNeverUsedInterval)}, true)
+	cancel()
+	if err != nil {
+		return
+	}
+	n.goTracked(func() {
+		if _, err := pd.Wait(n.ctx); err == nil {
+			n.stats.reaped.Add(int64(len(paths)))
+		}
+	})
+}

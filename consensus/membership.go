@@ -1,0 +1,176 @@
+package consensus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/zkd-io/zkd/jute"
+)
+
+// AddVoter adds a voting member (or updates its address). A non-leader forwards to the leader.
+// The new member must be started with the same Peers list or none plus a Dir without state; it
+// catches up from the log or a snapshot.
+func (n *Node) AddVoter(ctx context.Context, id, addr string) error {
+	e := jute.NewEncoder(nil)
+	e.String(id)
+	e.String(addr)
+	return n.leaderOp(ctx, rpcAddVoter, e.Bytes(), func() error { return n.leaderAddVoter(ctx, id, addr) })
+}
+
+// RemoveServer removes a member. A non-leader forwards to the leader. A leader may remove itself;
+// it steps down once the change commits.
+func (n *Node) RemoveServer(ctx context.Context, id string) error {
+	e := jute.NewEncoder(nil)
+	e.String(id)
+	return n.leaderOp(ctx, rpcRemoveServer, e.Bytes(), func() error { return n.leaderRemoveServer(ctx, id) })
+}
+
+// TransferLeadership asks the leader to hand leadership to the most up-to-date follower.
+// Writes are refused (and retried by Start) while the transfer runs.
+func (n *Node) TransferLeadership(ctx context.Context) error {
+	return n.leaderOp(ctx, rpcTransfer, nil, n.leaderTransfer)
+}
+
+// Members returns the current Raft configuration.
+func (n *Node) Members() ([]Peer, error) {
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, fmt.Errorf("consensus: configuration: %w", err)
+	}
+	var out []Peer
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage == raft.Voter {
+			out = append(out, Peer{ID: string(s.ID), Addr: string(s.Address)})
+		}
+	}
+	return out, nil
+}
+
+// leaderOp runs local on the leader, else forwards kind to it, retrying while no leader is known.
+func (n *Node) leaderOp(ctx context.Context, kind byte, payload []byte, local func() error) error {
+	deadline := time.Now().Add(n.cfg.HoldTimeout)
+	for {
+		addr, id := n.raft.LeaderWithID()
+		var err error
+		switch {
+		case id == raft.ServerID(n.cfg.ID):
+			if err = local(); err == nil || !errors.Is(err, ErrNotLeader) {
+				return err
+			}
+		case id != "":
+			if _, err = n.call(ctx, string(addr), kind, payload); err == nil {
+				return nil
+			}
+			if !errors.Is(err, ErrNotLeader) && !isDialError(err) {
+				return err
+			}
+		default:
+			err = ErrNoLeader
+		}
+		if !time.Now().Before(deadline) {
+			return err
+		}
+		if err := n.pause(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+func raftTimeout(ctx context.Context, def time.Duration) time.Duration {
+	if d, ok := ctx.Deadline(); ok {
+		return max(time.Until(d), time.Millisecond)
+	}
+	return def
+}
+
+func wrapLeaderErr(err error) error {
+	if errors.Is(err, raft.ErrNotLeader) {
+		return fmt.Errorf("%w: %w", ErrNotLeader, err)
+	}
+	return err
+}
+
+func (n *Node) leaderAddVoter(ctx context.Context, id, addr string) error {
+	if n.raft.State() != raft.Leader {
+		return ErrNotLeader
+	}
+	err := n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, raftTimeout(ctx, n.cfg.HoldTimeout)).Error()
+	if err != nil {
+		return fmt.Errorf("consensus: add voter %s: %w", id, wrapLeaderErr(err))
+	}
+	return nil
+}
+
+func (n *Node) leaderRemoveServer(ctx context.Context, id string) error {
+	if n.raft.State() != raft.Leader {
+		return ErrNotLeader
+	}
+	err := n.raft.RemoveServer(raft.ServerID(id), 0, raftTimeout(ctx, n.cfg.HoldTimeout)).Error()
+	if err != nil {
+		return fmt.Errorf("consensus: remove server %s: %w", id, wrapLeaderErr(err))
+	}
+	return nil
+}
+
+func (n *Node) leaderTransfer() error {
+	if n.raft.State() != raft.Leader {
+		return ErrNotLeader
+	}
+	if err := n.raft.LeadershipTransfer().Error(); err != nil {
+		return fmt.Errorf("consensus: leadership transfer: %w", wrapLeaderErr(err))
+	}
+	return nil
+}
+
+// Stats is a point-in-time summary of a node, for four-letter words and metrics.
+type Stats struct {
+	ID          string
+	State       string // Leader, Follower, Candidate or Shutdown
+	LeaderID    string
+	LeaderAddr  string
+	Term        uint64
+	Ready       bool // an established leader
+	Serving     bool
+	LastZxid    int64  // last transaction applied by this node's FSM
+	CommitIndex uint64 // Raft's commit index as this node knows it
+	LastIndex   uint64 // last index in this node's log
+	Outstanding int    // proposals of this node not yet settled
+	Proposed    int64  // proposals submitted (locally or forwarded)
+	Forwarded   int64  // proposals forwarded to another leader
+	Retried     int64  // submissions retried because nothing was proposed
+	Unknown     int64  // proposals answered with ErrUnknownOutcome
+	Applied     int64  // transactions applied by this node's FSM since start
+	Expired     int64  // sessions this node expired as leader
+	Reaped      int64  // nodes this node reaped as leader
+	Tracked     int    // sessions with a liveness deadline on this node
+}
+
+// Stats returns the node's counters.
+func (n *Node) Stats() Stats {
+	addr, id := n.raft.LeaderWithID()
+	return Stats{
+		ID:          n.cfg.ID,
+		State:       n.raft.State().String(),
+		LeaderID:    string(id),
+		LeaderAddr:  string(addr),
+		Term:        n.raft.CurrentTerm(),
+		Ready:       n.IsLeader(),
+		Serving:     n.Serving(),
+		LastZxid:    n.LastZxid(),
+		CommitIndex: n.raft.CommitIndex(),
+		LastIndex:   n.raft.LastIndex(),
+		Outstanding: len(n.slots),
+		Proposed:    n.stats.proposed.Load(),
+		Forwarded:   n.stats.forwarded.Load(),
+		Retried:     n.stats.retried.Load(),
+		Unknown:     n.stats.unknown.Load(),
+		Applied:     n.fsm.applies.Load(),
+		Expired:     n.stats.expired.Load(),
+		Reaped:      n.stats.reaped.Load(),
+		Tracked:     n.sessions.len(),
+	}
+}

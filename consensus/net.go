@@ -1,0 +1,103 @@
+package consensus
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// Network opens the peer listener and dials peers. Both Raft and the cluster RPC use it, so a
+// fault-injecting implementation (tests) affects both alike.
+type Network interface {
+	// Listen opens a listener on addr.
+	Listen(addr string) (net.Listener, error)
+	// Dial connects to a peer's address.
+	Dial(ctx context.Context, addr string) (net.Conn, error)
+}
+
+// TCPNetwork is the default Network: plain TCP.
+type TCPNetwork struct{}
+
+// Listen listens on TCP addr.
+func (TCPNetwork) Listen(addr string) (net.Listener, error) { return net.Listen("tcp", addr) }
+
+// Dial dials TCP addr.
+func (TCPNetwork) Dial(ctx context.Context, addr string) (net.Conn, error) {
+	var d net.Dialer
+	return d.DialContext(ctx, "tcp", addr)
+}
+
+// The first byte of every peer connection selects what follows.
+const (
+	connRaft byte = 0x01 // hashicorp/raft's NetworkTransport protocol
+	connRPC  byte = 0x02 // the cluster RPC (rpc.go)
+)
+
+// handshakeTimeout bounds how long an accepted connection may take to send its first byte.
+const handshakeTimeout = 5 * time.Second
+
+var errLayerClosed = errors.New("consensus: peer listener closed")
+
+// streamLayer is raft's StreamLayer over the shared peer port: Accept returns the connections the
+// mux handed over; Dial writes the Raft byte first.
+type streamLayer struct {
+	addr    net.Addr
+	network Network
+	conns   chan net.Conn
+	done    chan struct{}
+	once    sync.Once
+}
+
+var _ raft.StreamLayer = (*streamLayer)(nil)
+
+func newStreamLayer(addr net.Addr, network Network) *streamLayer {
+	return &streamLayer{addr: addr, network: network, conns: make(chan net.Conn), done: make(chan struct{})}
+}
+
+// handoff passes an accepted Raft connection to Accept, or closes it if the layer is closed.
+func (s *streamLayer) handoff(c net.Conn) {
+	select {
+	case s.conns <- c:
+	case <-s.done:
+		c.Close()
+	}
+}
+
+func (s *streamLayer) Accept() (net.Conn, error) {
+	select {
+	case c := <-s.conns:
+		return c, nil
+	case <-s.done:
+		return nil, errLayerClosed
+	}
+}
+
+func (s *streamLayer) Close() error {
+	s.once.Do(func() { close(s.done) })
+	return nil
+}
+
+func (s *streamLayer) Addr() net.Addr { return s.addr }
+
+func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	select {
+	case <-s.done:
+		return nil, errLayerClosed
+	default:
+	}
+	c, err := s.network.Dial(ctx, string(address))
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.Write([]byte{connRaft}); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}

@@ -1,0 +1,379 @@
+package consensus
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/zkd-io/zkd/jute"
+	"github.com/zkd-io/zkd/znode"
+)
+
+// Proposal is a client write handed to the node by the server.
+type Proposal struct {
+	// Session is the originating session id.
+	Session int64
+	// Auth holds the caller's identities; ACL checks run at apply time against them.
+	Auth []jute.Id
+	// Op is the write: create, create2, createContainer, createTTL, delete, setData, setACL,
+	// multi, or closeSession (with an empty Body; it closes Session).
+	Op jute.Op
+	// Body is the jute-encoded request record, exactly as the client sent it.
+	Body []byte
+}
+
+// Pending is a proposal on its way. Wait returns its result.
+type Pending struct {
+	done chan struct{}
+	res  znode.Result
+	cmd  *command // the applied entry (CreateSession reads the leader's id and password from it)
+	err  error
+}
+
+// Done is closed when the outcome is known.
+func (p *Pending) Done() <-chan struct{} { return p.done }
+
+// Wait returns the result once this node's own FSM applied the entry (the apply hook has run for
+// it), or an error. A ctx that ends first yields ErrUnknownOutcome: the write may still commit.
+// A domain failure (NoNode, BadVersion, ...) is not an error here: it is in Result.Err.
+func (p *Pending) Wait(ctx context.Context) (znode.Result, error) {
+	select {
+	case <-p.done:
+		return p.res, p.err
+	case <-ctx.Done():
+		return znode.Result{}, fmt.Errorf("%w: %w", ErrUnknownOutcome, ctx.Err())
+	}
+}
+
+// proposal is the node-side record of a Pending: the FSM delivers the result here.
+type proposal struct {
+	delivered chan struct{}
+	res       *znode.Result
+	cmd       *command
+}
+
+// attempt is one submission: a local raft future on the leader, or a forwarded call's reply.
+type attempt struct {
+	fut   raft.ApplyFuture
+	reply <-chan rpcReply
+}
+
+// Propose replicates a client write and returns its result after this node applied it.
+// It is Start followed by Wait.
+func (n *Node) Propose(ctx context.Context, p Proposal) (znode.Result, error) {
+	pd, err := n.Start(ctx, p)
+	if err != nil {
+		return znode.Result{}, err
+	}
+	return pd.Wait(ctx)
+}
+
+// Start proposes a client write and returns once it has been handed to the leader (proposed
+// locally, or written to the leader's connection); Pending.Wait then waits for the result.
+//
+// Order: the entries of calls to Start made one after another (not concurrently) for the same
+// session get increasing zxids, so a session pipeline calls Start in request order and waits
+// afterwards. Start blocks while Config.MaxOutstanding proposals are outstanding and retries,
+// with jitter, for up to Config.HoldTimeout while no leader is known (ErrNoLeader after that);
+// it never retries once something may have been proposed.
+func (n *Node) Start(ctx context.Context, p Proposal) (*Pending, error) {
+	if !clientWriteOp(p.Op) {
+		return nil, fmt.Errorf("%w: op %v is not a client write", ErrBadRequest, p.Op)
+	}
+	if len(p.Body) > maxFrame-(1<<16) {
+		return nil, fmt.Errorf("%w: body of %d bytes", ErrBadRequest, len(p.Body))
+	}
+	if p.Op == jute.OpCloseSession {
+		if len(p.Body) != 0 || p.Session == 0 {
+			return nil, fmt.Errorf("%w: closeSession needs a session and no body", ErrBadRequest)
+		}
+	} else if _, err := txnRequest(p.Op, p.Body); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadRequest, err)
+	}
+	return n.start(ctx, &command{session: p.Session, op: p.Op, auth: p.Auth, body: p.Body}, false)
+}
+
+// CreateSession creates a session with the negotiated timeout (ms). The leader picks the id
+// (ZooKeeper's layout: a server byte, then a time-based counter; never 0 or negative) and a
+// random 16-byte password.
+func (n *Node) CreateSession(ctx context.Context, timeoutMs int32) (znode.Session, error) {
+	if timeoutMs <= 0 {
+		return znode.Session{}, fmt.Errorf("%w: session timeout %d", ErrBadRequest, timeoutMs)
+	}
+	body := binary.BigEndian.AppendUint32(nil, uint32(timeoutMs))
+	pd, err := n.start(ctx, &command{op: jute.OpCreateSession, body: body}, false)
+	if err != nil {
+		return znode.Session{}, err
+	}
+	res, err := pd.Wait(ctx)
+	if err != nil {
+		return znode.Session{}, err
+	}
+	if res.Err != nil {
+		return znode.Session{}, fmt.Errorf("consensus: create session: %w", res.Err)
+	}
+	req, err := txnRequest(jute.OpCreateSession, pd.cmd.body)
+	if err != nil {
+		return znode.Session{}, err
+	}
+	cs := req.(*znode.CreateSession)
+	return znode.Session{ID: cs.ID, Timeout: cs.Timeout, Passwd: cs.Passwd}, nil
+}
+
+// start registers a proposal, submits it and starts the goroutine that settles it.
+// localOnly proposals (leader housekeeping) are never forwarded.
+func (n *Node) start(ctx context.Context, c *command, localOnly bool) (*Pending, error) {
+	select {
+	case n.slots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-n.stop:
+		return nil, ErrShutdown
+	}
+	c.typ = cmdTxn
+	c.origin = n.origin
+	c.seq = n.seq.Add(1)
+	pr := &proposal{delivered: make(chan struct{})}
+	n.mu.Lock()
+	if n.mu.closing {
+		n.mu.Unlock()
+		<-n.slots
+		return nil, ErrShutdown
+	}
+	n.mu.pending[c.seq] = pr
+	if c.session != 0 {
+		n.mu.lastSeq[c.session] = c.seq
+	}
+	n.mu.Unlock()
+
+	at, err := n.submit(ctx, c, localOnly)
+	if err != nil {
+		n.settle(c)
+		return nil, err
+	}
+	n.stats.proposed.Add(1)
+	pd := &Pending{done: make(chan struct{})}
+	if !n.goTracked(func() { n.complete(c, pr, at, pd, localOnly) }) {
+		n.settle(c)
+		pd.err = ErrUnknownOutcome
+		close(pd.done)
+	}
+	return pd, nil
+}
+
+// settle forgets a proposal and frees its slot.
+func (n *Node) settle(c *command) {
+	n.mu.Lock()
+	delete(n.mu.pending, c.seq)
+	if c.session != 0 && n.mu.lastSeq[c.session] == c.seq {
+		delete(n.mu.lastSeq, c.session)
+	}
+	n.mu.Unlock()
+	<-n.slots
+}
+
+// deliver is called by the FSM with the result of an entry this node proposed.
+func (n *Node) deliver(seq uint64, c *command, r *znode.Result) {
+	n.mu.Lock()
+	pr, ok := n.mu.pending[seq]
+	delete(n.mu.pending, seq)
+	n.mu.Unlock()
+	if ok {
+		pr.res, pr.cmd = r, c
+		close(pr.delivered)
+	}
+}
+
+// submit hands c to the leader, retrying while nothing was proposed and HoldTimeout allows.
+func (n *Node) submit(ctx context.Context, c *command, localOnly bool) (attempt, error) {
+	deadline := time.Now().Add(n.cfg.HoldTimeout)
+	for {
+		addr, id := n.raft.LeaderWithID()
+		var err error
+		switch {
+		case id == raft.ServerID(n.cfg.ID):
+			fut, e := n.leaderApply(c)
+			if e == nil {
+				return attempt{fut: fut}, nil
+			}
+			err = e
+		case localOnly:
+			return attempt{}, ErrNotLeader
+		case id != "":
+			cl, e := n.rpcClientFor(string(addr))
+			if e != nil {
+				return attempt{}, e
+			}
+			ch, _, e := cl.send(ctx, rpcSubmit, c.marshal())
+			if e == nil {
+				n.stats.forwarded.Add(1)
+				return attempt{reply: ch}, nil
+			}
+			if errors.Is(e, ErrShutdown) {
+				return attempt{}, e
+			}
+			err = e
+		default:
+			err = ErrNoLeader
+		}
+		if !time.Now().Before(deadline) {
+			if errors.Is(err, ErrNoLeader) {
+				return attempt{}, err
+			}
+			return attempt{}, fmt.Errorf("%w: %w", ErrNoLeader, err)
+		}
+		n.stats.retried.Add(1)
+		t := time.NewTimer(time.Duration(10+rand.IntN(30)) * time.Millisecond)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return attempt{}, fmt.Errorf("%w: %w", ErrNoLeader, ctx.Err())
+		case <-n.stop:
+			t.Stop()
+			return attempt{}, ErrShutdown
+		}
+	}
+}
+
+// complete waits for the outcome of a submitted proposal and settles pd.
+func (n *Node) complete(c *command, pr *proposal, at attempt, pd *Pending, localOnly bool) {
+	defer close(pd.done)
+	defer n.settle(c)
+	for {
+		var status byte
+		var detail error
+		if at.fut != nil {
+			detail = at.fut.Error()
+			status, _ = classifyApply(detail)
+		} else {
+			select {
+			case r := <-at.reply:
+				status, detail = r.status, r.err
+				if r.err != nil {
+					status = statusUnknown
+				} else if r.status != statusOK {
+					detail = errors.New(string(r.payload))
+				}
+			case <-pr.delivered:
+				status = statusOK
+			case <-n.stop:
+				status, detail = statusUnknown, ErrShutdown
+			}
+		}
+		switch status {
+		case statusOK:
+			t := time.NewTimer(n.cfg.ApplyTimeout)
+			select {
+			case <-pr.delivered:
+				pd.res, pd.cmd = *pr.res, pr.cmd
+			case <-t.C:
+				n.stats.unknown.Add(1)
+				pd.err = fmt.Errorf("%w: committed but not applied here within %v", ErrUnknownOutcome, n.cfg.ApplyTimeout)
+			case <-n.stop:
+				pd.err = fmt.Errorf("%w: %w", ErrUnknownOutcome, ErrShutdown)
+			}
+			t.Stop()
+			return
+		case statusNotProposed:
+			if n.mayRetry(c) {
+				next, err := n.submit(n.ctx, c, localOnly)
+				if err == nil {
+					n.stats.retried.Add(1)
+					at = next
+					continue
+				}
+				pd.err = err
+				return
+			}
+			pd.err = fmt.Errorf("%w: %w", ErrNoLeader, detail)
+			return
+		default:
+			select {
+			case <-pr.delivered: // it committed and applied here after all
+				pd.res, pd.cmd = *pr.res, pr.cmd
+				return
+			default:
+			}
+			n.stats.unknown.Add(1)
+			pd.err = fmt.Errorf("%w: %w", ErrUnknownOutcome, detail)
+			return
+		}
+	}
+}
+
+// mayRetry reports whether a proposal that was not proposed may be submitted again: only if no
+// later proposal of its session was started, so retrying cannot reorder the session's writes.
+func (n *Node) mayRetry(c *command) bool {
+	if c.session == 0 {
+		return true
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.mu.lastSeq[c.session] == c.seq
+}
+
+// classifyApply maps a raft apply error to an RPC status.
+func classifyApply(err error) (byte, []byte) {
+	switch {
+	case err == nil:
+		return statusOK, nil
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrEnqueueTimeout),
+		errors.Is(err, raft.ErrLeadershipTransferInProgress), errors.Is(err, ErrNotLeader):
+		return statusNotProposed, []byte(err.Error())
+	default:
+		return statusUnknown, []byte(err.Error())
+	}
+}
+
+// leaderApply stamps c (time; for createSession the id and password) and proposes it. It fails
+// with ErrNotLeader, having proposed nothing, on a node that is not the leader.
+func (n *Node) leaderApply(c *command) (raft.ApplyFuture, error) {
+	if n.raft.State() != raft.Leader {
+		return nil, ErrNotLeader
+	}
+	cc := *c
+	cc.time = time.Now().UnixMilli()
+	if cc.op == jute.OpCreateSession {
+		if len(cc.body) != 4 {
+			return nil, fmt.Errorf("%w: createSession proposal body", ErrBadRequest)
+		}
+		timeout := int32(binary.BigEndian.Uint32(cc.body))
+		passwd := make([]byte, 16)
+		for i := range passwd {
+			passwd[i] = byte(rand.Uint32())
+		}
+		cc.body = createSessionBody(znode.CreateSession{ID: n.newSessionID(), Timeout: timeout, Passwd: passwd})
+	}
+	enqueue := min(n.cfg.HoldTimeout, time.Second)
+	return n.raft.ApplyLog(raft.Log{Data: cc.marshal()}, enqueue), nil
+}
+
+// newSessionID picks a session id the way ZooKeeper lays them out: the top byte names the server
+// (here 1..127 from a hash of the server id, so ids are positive and never 0x8000000000000000),
+// the other 56 bits start from the clock and count up. Ids are unique among the sessions this
+// leader knows and increase while it leads.
+func (n *Node) newSessionID() int64 {
+	h := fnv.New32a()
+	h.Write([]byte(n.cfg.ID))
+	prefix := uint64(h.Sum32()%127 + 1)
+	base := int64(prefix<<56 | (uint64(time.Now().UnixMilli())<<24)>>8)
+	n.sidMu.Lock()
+	defer n.sidMu.Unlock()
+	id := max(base, n.lastSID+1)
+	v := n.View()
+	for {
+		if _, taken := v.Session(id); !taken && id > 0 {
+			break
+		}
+		id++
+	}
+	n.lastSID = id
+	return id
+}

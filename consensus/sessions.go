@@ -1,0 +1,118 @@
+package consensus
+
+import (
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/zkd-io/zkd/znode"
+)
+
+// sessionTracker holds session liveness: a deadline per session. It is fed on every node by the
+// FSM (sessions created and closed) and by touches, but only the leader's copy matters: only the
+// leader expires sessions, and a new leader starts every session with a full timeout. Nothing here
+// is replicated or logged.
+type sessionTracker struct {
+	mu struct {
+		sync.Mutex
+		sessions map[int64]*liveness
+	}
+}
+
+type liveness struct {
+	timeout  time.Duration
+	deadline time.Time
+	closing  bool // an expiry proposal for it is under way
+}
+
+func newSessionTracker() *sessionTracker {
+	t := &sessionTracker{}
+	t.mu.sessions = make(map[int64]*liveness)
+	return t
+}
+
+func msDuration(ms int32) time.Duration { return time.Duration(ms) * time.Millisecond }
+
+// created records a session the FSM just created, with a full timeout from now.
+func (t *sessionTracker) created(id int64, timeoutMs int32) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.mu.sessions[id]; !ok {
+		d := msDuration(timeoutMs)
+		t.mu.sessions[id] = &liveness{timeout: d, deadline: time.Now().Add(d)}
+	}
+}
+
+// closed forgets sessions the FSM just closed.
+func (t *sessionTracker) closed(ids []int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, id := range ids {
+		delete(t.mu.sessions, id)
+	}
+}
+
+// restored replaces the table with the sessions of a restored snapshot.
+func (t *sessionTracker) restored(sessions []znode.Session) { t.reset(sessions) }
+
+// reset gives every listed session a full timeout from now and forgets any other. A new leader
+// calls it once its FSM has caught up, as ZooKeeper's new leader does.
+func (t *sessionTracker) reset(sessions []znode.Session) {
+	now := time.Now()
+	m := make(map[int64]*liveness, len(sessions))
+	for _, s := range sessions {
+		d := msDuration(s.Timeout)
+		m[s.ID] = &liveness{timeout: d, deadline: now.Add(d)}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.mu.sessions = m
+}
+
+// touch extends a live session's deadline by its timeout. It reports false for sessions that are
+// unknown or being expired.
+func (t *sessionTracker) touch(id int64, now time.Time) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s, ok := t.mu.sessions[id]
+	if !ok || s.closing {
+		return false
+	}
+	if d := now.Add(s.timeout); d.After(s.deadline) {
+		s.deadline = d
+	}
+	return true
+}
+
+// expire returns the sessions whose deadline passed, sorted, and marks them closing so they are
+// proposed once.
+func (t *sessionTracker) expire(now time.Time) []int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var ids []int64
+	for id, s := range t.mu.sessions {
+		if !s.closing && now.After(s.deadline) {
+			s.closing = true
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// unclose clears the closing mark after a failed expiry proposal, so the next round retries.
+func (t *sessionTracker) unclose(ids []int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, id := range ids {
+		if s, ok := t.mu.sessions[id]; ok {
+			s.closing = false
+		}
+	}
+}
+
+func (t *sessionTracker) len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.mu.sessions)
+}
