@@ -1,0 +1,322 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/zkd-io/zkd/jute"
+)
+
+// errClosed reports a call on a connection that has been closed or has failed.
+var errClosed = errors.New("zkbench: connection closed")
+
+// errProtocol reports a reply that does not match the oldest outstanding request.
+var errProtocol = errors.New("zkbench: reply out of order")
+
+// reply is what a request's callback receives: the reply header (Err holds the ZooKeeper result
+// code), the decoded body (nil for error replies and bodiless ops) and a transport error.
+type reply struct {
+	hdr  jute.ReplyHeader
+	body jute.Record
+	err  error
+}
+
+// result returns the transport error, else the ZooKeeper code as an error, else nil.
+func (r reply) result() error {
+	if r.err != nil {
+		return r.err
+	}
+	if r.hdr.Err != jute.CodeOK {
+		return r.hdr.Err
+	}
+	return nil
+}
+
+// pendingCall is a request waiting for its reply.
+type pendingCall struct {
+	xid  int32
+	op   jute.Op
+	done func(reply)
+}
+
+// client is one ZooKeeper session over one TCP connection, speaking the wire protocol directly
+// through the jute package. Any number of goroutines may issue requests at once; they are written
+// in batches by one writer goroutine (pipelining) and the replies, which ZooKeeper sends in request
+// order, are matched by one reader goroutine. Callbacks and the watch handler run on the reader
+// goroutine and must not block.
+//
+// zkbench uses this lean client rather than go-zookeeper/zk because the load generator shares the
+// machine's two cores with the servers it measures: a request here costs one encode into a shared
+// buffer and no reflection, so more of the CPU goes to the server under test.
+type client struct {
+	nc        net.Conn
+	sessionID int64
+	timeout   time.Duration
+	onWatch   func(jute.WatcherEvent)
+
+	mu struct {
+		sync.Mutex
+		xid     int32
+		out     []byte
+		pending []pendingCall
+		head    int // index of the oldest pending call
+		err     error
+		waiters map[string][]chan struct{}
+	}
+	wake chan struct{}
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+// dialClient connects to addr and opens a new session with the given session timeout. onWatch, if
+// not nil, receives every watch notification on the reader goroutine.
+func dialClient(addr string, timeout time.Duration, onWatch func(jute.WatcherEvent)) (*client, error) {
+	nc, err := net.DialTimeout("tcp", addr, 10*time.Second)
+	if err != nil {
+		return nil, fmt.Errorf("zkbench: dial %s: %w", addr, err)
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true)
+	}
+	req := jute.ConnectRequest{TimeOut: int32(timeout / time.Millisecond), Passwd: make([]byte, 16)}
+	_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := nc.Write(jute.AppendFrame(nil, &req)); err != nil {
+		_ = nc.Close()
+		return nil, fmt.Errorf("zkbench: connect request to %s: %w", addr, err)
+	}
+	br := bufio.NewReaderSize(nc, 64<<10)
+	frame, err := jute.ReadFrame(br, nil, 0)
+	if err != nil {
+		_ = nc.Close()
+		return nil, fmt.Errorf("zkbench: connect reply from %s: %w", addr, err)
+	}
+	var resp jute.ConnectResponse
+	if err := jute.Unmarshal(frame, 0, &resp); err != nil {
+		_ = nc.Close()
+		return nil, fmt.Errorf("zkbench: connect reply from %s: %w", addr, err)
+	}
+	if resp.SessionID == 0 || resp.TimeOut <= 0 {
+		_ = nc.Close()
+		return nil, fmt.Errorf("zkbench: %s refused the session: %w", addr, jute.CodeSessionExpired)
+	}
+	_ = nc.SetDeadline(time.Time{})
+	c := &client{
+		nc:        nc,
+		sessionID: resp.SessionID,
+		timeout:   time.Duration(resp.TimeOut) * time.Millisecond,
+		onWatch:   onWatch,
+		wake:      make(chan struct{}, 1),
+		stop:      make(chan struct{}),
+	}
+	c.wg.Add(2)
+	go c.writeLoop()
+	go c.readLoop(jute.NewFrameReader(br, 0))
+	return c, nil
+}
+
+// send queues a request and arranges for done to be called with its reply. done runs on the
+// reader goroutine, or on the caller's goroutine when the connection has already failed.
+func (c *client) send(op jute.Op, req jute.Record, done func(reply)) {
+	c.mu.Lock()
+	if err := c.mu.err; err != nil {
+		c.mu.Unlock()
+		done(reply{err: err})
+		return
+	}
+	c.mu.xid++
+	if c.mu.xid <= 0 {
+		c.mu.xid = 1
+	}
+	xid := c.mu.xid
+	c.mu.out = jute.AppendRequest(c.mu.out, jute.RequestHeader{Xid: xid, Type: op}, req)
+	c.mu.pending = append(c.mu.pending, pendingCall{xid: xid, op: op, done: done})
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// call sends a request and waits for its reply.
+func (c *client) call(op jute.Op, req jute.Record) reply {
+	ch := make(chan reply, 1)
+	c.send(op, req, func(r reply) { ch <- r })
+	return <-ch
+}
+
+// writeLoop is the only writer of c.nc: it writes whatever has been queued in one system call, and
+// pings when the session would otherwise idle for a third of its timeout.
+func (c *client) writeLoop() {
+	defer c.wg.Done()
+	ping := jute.AppendRequest(nil, jute.RequestHeader{Xid: jute.XidPing, Type: jute.OpPing}, nil)
+	ticker := time.NewTicker(max(c.timeout/3, 100*time.Millisecond))
+	defer ticker.Stop()
+	var spare []byte
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-ticker.C:
+			c.mu.Lock()
+			c.mu.out = append(c.mu.out, ping...)
+			c.mu.Unlock()
+		case <-c.wake:
+		}
+		c.mu.Lock()
+		buf := c.mu.out
+		c.mu.out = spare[:0]
+		c.mu.Unlock()
+		if len(buf) == 0 {
+			spare = buf
+			continue
+		}
+		if _, err := c.nc.Write(buf); err != nil {
+			c.fail(fmt.Errorf("zkbench: write: %w", err))
+			return
+		}
+		spare = buf
+	}
+}
+
+// readLoop reads replies and notifications until the connection fails or is closed.
+func (c *client) readLoop(fr *jute.FrameReader) {
+	defer c.wg.Done()
+	for {
+		frame, err := fr.Next()
+		if err != nil {
+			c.fail(fmt.Errorf("zkbench: read: %w", err))
+			return
+		}
+		hdr, err := jute.PeekReplyHeader(frame)
+		if err != nil {
+			c.fail(err)
+			return
+		}
+		switch hdr.Xid {
+		case jute.XidNotification:
+			_, body, err := jute.DecodeReply(frame, jute.OpNotification, 0)
+			if err != nil {
+				c.fail(err)
+				return
+			}
+			if ev, ok := body.(*jute.WatcherEvent); ok {
+				c.notifyWaiters(ev.Path)
+				if c.onWatch != nil {
+					c.onWatch(*ev)
+				}
+			}
+			continue
+		case jute.XidPing:
+			continue
+		}
+		c.mu.Lock()
+		if c.mu.head >= len(c.mu.pending) {
+			c.mu.Unlock()
+			c.fail(fmt.Errorf("zkbench: reply xid %d with nothing pending: %w", hdr.Xid, errProtocol))
+			return
+		}
+		p := c.mu.pending[c.mu.head]
+		c.mu.pending[c.mu.head] = pendingCall{}
+		c.mu.head++
+		if c.mu.head == len(c.mu.pending) {
+			c.mu.pending = c.mu.pending[:0]
+			c.mu.head = 0
+		}
+		c.mu.Unlock()
+		if p.xid != hdr.Xid {
+			p.done(reply{err: errProtocol})
+			c.fail(fmt.Errorf("zkbench: reply xid %d, want %d: %w", hdr.Xid, p.xid, errProtocol))
+			return
+		}
+		h, body, err := jute.DecodeReply(frame, p.op, 0)
+		p.done(reply{hdr: h, body: body, err: err})
+	}
+}
+
+// waitFor returns a channel that is closed by the next watch notification for path on this
+// connection, or when the connection fails. Register it before sending the request that sets the
+// watch, so the notification cannot be missed.
+func (c *client) waitFor(path string) <-chan struct{} {
+	ch := make(chan struct{})
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.err != nil {
+		close(ch)
+		return ch
+	}
+	if c.mu.waiters == nil {
+		c.mu.waiters = map[string][]chan struct{}{}
+	}
+	c.mu.waiters[path] = append(c.mu.waiters[path], ch)
+	return ch
+}
+
+// forget drops the waiters for path, for when the watch turned out not to be set.
+func (c *client) forget(path string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.mu.waiters, path)
+}
+
+// notifyWaiters wakes the waiters for path.
+func (c *client) notifyWaiters(path string) {
+	c.mu.Lock()
+	ws := c.mu.waiters[path]
+	delete(c.mu.waiters, path)
+	c.mu.Unlock()
+	for _, ch := range ws {
+		close(ch)
+	}
+}
+
+// fail records the first error, closes the socket and fails every outstanding request.
+func (c *client) fail(err error) {
+	c.mu.Lock()
+	if c.mu.err != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.mu.err = err
+	pending := c.mu.pending[c.mu.head:]
+	c.mu.pending, c.mu.head = nil, 0
+	waiters := c.mu.waiters
+	c.mu.waiters = nil
+	c.mu.Unlock()
+	for _, ws := range waiters {
+		for _, ch := range ws {
+			close(ch)
+		}
+	}
+	close(c.stop)
+	_ = c.nc.Close()
+	for _, p := range pending {
+		p.done(reply{err: err})
+	}
+}
+
+// close ends the session (closeSession, waiting up to two seconds for its reply), closes the
+// connection and waits for the client's goroutines.
+func (c *client) close() error {
+	ch := make(chan reply, 1)
+	c.send(jute.OpCloseSession, nil, func(r reply) { ch <- r })
+	var err error
+	select {
+	case r := <-ch:
+		err = r.result()
+	case <-time.After(2 * time.Second):
+		err = fmt.Errorf("zkbench: closeSession: %w", jute.CodeOperationTimeout)
+	}
+	c.fail(errClosed)
+	c.wg.Wait()
+	if errors.Is(err, errClosed) {
+		err = nil
+	}
+	return err
+}
+
+// openACL is world:anyone with all permissions (ZooDefs.Ids.OPEN_ACL_UNSAFE).
+var openACL = []jute.ACL{{Perms: 31, ID: jute.Id{Scheme: "world", ID: "anyone"}}}
