@@ -1,0 +1,468 @@
+package znode
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+
+	"github.com/zkd-io/zkd/jute"
+)
+
+// maxTTL is the largest ttl a TTL node may have (40 bits, as ZooKeeper stores it).
+const maxTTL = 0xFFFFFFFFFF
+
+// applier applies one transaction to a working copy of the current View. Nothing it builds is
+// visible to readers until Apply publishes it, so a failed write or multi is undone by dropping it.
+type applier struct {
+	t      *Tree
+	v      View // the working state
+	zxid   int64
+	txn    *Txn
+	events []Event
+}
+
+// Apply applies txn as transaction zxid and publishes the new state. It must not be called
+// concurrently with itself. A write that fails still advances LastZxid to zxid and changes nothing
+// else. Apply keeps references to the byte slices and ACL slices in txn.Req; the caller must not
+// modify them afterwards.
+func (t *Tree) Apply(zxid int64, txn *Txn) Result {
+	old := t.cur.Load()
+	a := applier{t: t, v: *old, zxid: zxid, txn: txn}
+	a.v.zxid = zxid
+	resp, commit, err := a.dispatch()
+	res := Result{Zxid: zxid, Err: err}
+	if err == nil {
+		res.Resp = resp
+	}
+	if err != nil || !commit {
+		a.v = *old
+		a.v.zxid = zxid
+	} else {
+		res.Events = a.events
+	}
+	nv := a.v
+	t.cur.Store(&nv)
+	return res
+}
+
+func (a *applier) dispatch() (jute.Record, bool, error) {
+	txn := a.txn
+	switch txn.Op {
+	case jute.OpCreate, jute.OpCreate2, jute.OpCreateContainer:
+		req, ok := txn.Req.(*jute.CreateRequest)
+		if !ok || req == nil {
+			return nil, false, jute.CodeMarshallingError
+		}
+		res, err := a.create(txn.Op, req.Path, req.Data, req.ACL, req.Flags, 0, false)
+		return res.resp, true, err
+	case jute.OpCreateTTL:
+		req, ok := txn.Req.(*jute.CreateTTLRequest)
+		if !ok || req == nil {
+			return nil, false, jute.CodeMarshallingError
+		}
+		res, err := a.create(txn.Op, req.Path, req.Data, req.ACL, req.Flags, req.TTL, false)
+		return res.resp, true, err
+	case jute.OpDelete:
+		req, ok := txn.Req.(*jute.DeleteRequest)
+		if !ok || req == nil {
+			return nil, false, jute.CodeMarshallingError
+		}
+		return nil, true, a.delete(req.Path, req.Version)
+	case jute.OpSetData:
+		req, ok := txn.Req.(*jute.SetDataRequest)
+		if !ok || req == nil {
+			return nil, false, jute.CodeMarshallingError
+		}
+		st, err := a.setData(req.Path, req.Data, req.Version)
+		if err != nil {
+			return nil, false, err
+		}
+		return &jute.SetDataResponse{Stat: st}, true, nil
+	case jute.OpSetACL:
+		req, ok := txn.Req.(*jute.SetACLRequest)
+		if !ok || req == nil {
+			return nil, false, jute.CodeMarshallingError
+		}
+		st, err := a.setACL(req.Path, req.ACL, req.Version)
+		if err != nil {
+			return nil, false, err
+		}
+		return &jute.SetACLResponse{Stat: st}, true, nil
+	case jute.OpMulti:
+		req, ok := txn.Req.(*jute.MultiRequest)
+		if !ok || req == nil {
+			return nil, false, jute.CodeMarshallingError
+		}
+		return a.multi(req)
+	case jute.OpCreateSession:
+		req, ok := txn.Req.(*CreateSession)
+		if !ok || req == nil {
+			return nil, false, jute.CodeMarshallingError
+		}
+		a.createSession(req)
+		return nil, true, nil
+	case jute.OpCloseSession:
+		switch req := txn.Req.(type) {
+		case nil:
+			a.closeSessions([]int64{txn.Session})
+		case *CloseSessions:
+			if req == nil {
+				return nil, false, jute.CodeMarshallingError
+			}
+			a.closeSessions(req.IDs)
+		default:
+			return nil, false, jute.CodeMarshallingError
+		}
+		return nil, true, nil
+	case jute.OpDeleteContainer:
+		switch req := txn.Req.(type) {
+		case *Reap:
+			if req == nil {
+				return nil, false, jute.CodeMarshallingError
+			}
+			a.reap(req)
+			return nil, true, nil
+		case *jute.DeleteContainerRequest:
+			if req == nil {
+				return nil, false, jute.CodeMarshallingError
+			}
+			return nil, true, a.deleteContainer(req.Path)
+		}
+		return nil, false, jute.CodeMarshallingError
+	}
+	// Top-level check and every op that is not a write.
+	return nil, false, jute.CodeUnimplemented
+}
+
+// createResult is a successful create: the reply for the op as sent.
+type createResult struct {
+	resp jute.Record
+}
+
+func (a *applier) create(op jute.Op, path string, data []byte, acl []jute.ACL, mode jute.CreateMode, ttl int64, inMulti bool) (createResult, error) {
+	if !mode.Valid() {
+		return createResult{}, jute.CodeBadArguments
+	}
+	kind := kindPersistent
+	switch op {
+	case jute.OpCreateTTL:
+		if !mode.TTL() || ttl <= 0 || ttl > maxTTL {
+			return createResult{}, jute.CodeBadArguments
+		}
+		kind = kindTTL
+	case jute.OpCreateContainer:
+		kind = kindContainer // the opcode decides; valid flags are otherwise ignored
+		mode = jute.ModeContainer
+	default:
+		switch {
+		case mode.TTL():
+			return createResult{}, jute.CodeBadArguments
+		case mode == jute.ModeContainer && inMulti:
+			kind = kindContainer
+		case mode.Ephemeral():
+			kind = kindEphemeral
+		}
+	}
+	if kind == kindEphemeral {
+		if _, ok := a.v.sessions.get(a.txn.Session); !ok {
+			return createResult{}, jute.CodeSessionExpired
+		}
+	}
+	parentPath, _, ok := splitParent(path)
+	if !ok {
+		return createResult{}, jute.CodeBadArguments
+	}
+	fixed, err := fixupACL(acl, a.txn.Auth)
+	if err != nil {
+		return createResult{}, err
+	}
+	parent := a.v.lookup(parentPath)
+	if parent == nil {
+		return createResult{}, jute.CodeNoNode
+	}
+	if !CheckACL(parent.acl.list, a.txn.Auth, jute.PermCreate) {
+		return createResult{}, jute.CodeNoAuth
+	}
+	if mode.Sequential() {
+		path = sequentialPath(path, parent.cversion)
+	}
+	if err := ValidatePath(path); err != nil {
+		return createResult{}, err
+	}
+	name := path[strings.LastIndexByte(path, '/')+1:]
+	if name == "" { // only "/" gets here
+		return createResult{}, jute.CodeNodeExists
+	}
+	if _, exists := parent.kids.get(name); exists {
+		return createResult{}, jute.CodeNodeExists
+	}
+	if parent.kind == kindEphemeral {
+		return createResult{}, jute.CodeNoChildrenForEphemerals
+	}
+
+	n := &node{
+		name:  strings.Clone(name), // do not pin the request's whole path string
+		data:  data,
+		acl:   a.t.acls.intern(fixed),
+		czxid: a.zxid, mzxid: a.zxid, pzxid: a.zxid,
+		ctime: a.txn.Time, mtime: a.txn.Time,
+		kind: kind,
+	}
+	switch kind {
+	case kindEphemeral:
+		n.owner = a.txn.Session
+	case kindTTL:
+		n.owner = ttl
+	}
+	a.rewrite(parentPath, 1, func(p *node) *node {
+		c := *p
+		c.kids, _ = c.kids.set(n.name, n)
+		c.cversion++
+		c.numChildren++
+		c.desc++
+		c.pzxid = a.zxid
+		return &c
+	})
+	a.v.nodes++
+	a.v.dataSize += int64(len(path) + len(data))
+	switch kind {
+	case kindEphemeral:
+		a.v.ephemerals++
+		s, _ := a.v.sessions.get(n.owner)
+		ns := *s
+		ns.ephemerals, _ = ns.ephemerals.set(path, struct{}{})
+		a.v.sessions, _ = a.v.sessions.set(ns.ID, &ns)
+	case kindContainer:
+		a.v.containers, _ = a.v.containers.set(path, struct{}{})
+	case kindTTL:
+		a.v.ttls, _ = a.v.ttls.set(path, struct{}{})
+	}
+	a.events = append(a.events,
+		Event{Type: jute.EventNodeCreated, Path: path, ACL: n.acl.list},
+		Event{Type: jute.EventNodeChildrenChanged, Path: parentPath, ACL: parent.acl.list})
+
+	if op == jute.OpCreate && !(inMulti && kind == kindContainer) {
+		return createResult{resp: &jute.CreateResponse{Path: path}}, nil
+	}
+	return createResult{resp: &jute.Create2Response{Path: path, Stat: n.stat()}}, nil
+}
+
+// sequentialPath appends the parent's child-creation counter as ZooKeeper's String.format("%010d")
+// does, negative values (after the signed 32-bit wrap) included.
+func sequentialPath(path string, counter int32) string {
+	var buf [11]byte
+	digits := strconv.AppendInt(buf[:0], int64(counter), 10)
+	neg := counter < 0
+	if neg {
+		digits = digits[1:]
+	}
+	var b strings.Builder
+	b.Grow(len(path) + 11)
+	b.WriteString(path)
+	if neg {
+		b.WriteByte('-')
+	}
+	width := 10
+	if neg {
+		width = 9
+	}
+	for i := len(digits); i < width; i++ {
+		b.WriteByte('0')
+	}
+	b.Write(digits)
+	return b.String()
+}
+
+func (a *applier) delete(path string, version int32) error {
+	parentPath, _, ok := splitParent(path)
+	if !ok || isSpecial(path) {
+		return jute.CodeBadArguments
+	}
+	parent := a.v.lookup(parentPath)
+	if parent == nil {
+		return jute.CodeNoNode
+	}
+	if !CheckACL(parent.acl.list, a.txn.Auth, jute.PermDelete) {
+		return jute.CodeNoAuth
+	}
+	n := a.v.lookup(path)
+	if n == nil {
+		return jute.CodeNoNode
+	}
+	if version != -1 && version != n.version {
+		return jute.CodeBadVersion
+	}
+	if n.numChildren > 0 {
+		return jute.CodeNotEmpty
+	}
+	a.remove(path, parentPath, n, true)
+	return nil
+}
+
+// deleteContainer is the deleteContainer op as a client may send it: no ACL check, refused for
+// nodes with children and for session ephemerals.
+func (a *applier) deleteContainer(path string) error {
+	parentPath, _, ok := splitParent(path)
+	if !ok || isSpecial(path) {
+		return jute.CodeBadArguments
+	}
+	n := a.v.lookup(path)
+	if n == nil {
+		return jute.CodeNoNode
+	}
+	if n.numChildren > 0 {
+		return jute.CodeNotEmpty
+	}
+	if n.kind == kindEphemeral {
+		return jute.CodeBadVersion
+	}
+	a.remove(path, parentPath, n, true)
+	return nil
+}
+
+// remove deletes the childless node n at path and records the events. untrack says whether to drop
+// an ephemeral from its session's set (closing a session drops the whole set instead).
+func (a *applier) remove(path, parentPath string, n *node, untrack bool) {
+	var parentACL []jute.ACL
+	a.rewrite(parentPath, -1, func(p *node) *node {
+		parentACL = p.acl.list
+		c := *p
+		c.kids, _ = c.kids.delete(n.name)
+		c.numChildren--
+		c.desc--
+		c.pzxid = a.zxid
+		return &c
+	})
+	a.v.nodes--
+	a.v.dataSize -= int64(len(path) + len(n.data))
+	switch n.kind {
+	case kindEphemeral:
+		a.v.ephemerals--
+		if untrack {
+			if s, ok := a.v.sessions.get(n.owner); ok {
+				ns := *s
+				ns.ephemerals, _ = ns.ephemerals.delete(path)
+				a.v.sessions, _ = a.v.sessions.set(ns.ID, &ns)
+			}
+		}
+	case kindContainer:
+		a.v.containers, _ = a.v.containers.delete(path)
+	case kindTTL:
+		a.v.ttls, _ = a.v.ttls.delete(path)
+	}
+	a.events = append(a.events,
+		Event{Type: jute.EventNodeDeleted, Path: path, ACL: n.acl.list},
+		Event{Type: jute.EventNodeChildrenChanged, Path: parentPath, ACL: parentACL})
+}
+
+func (a *applier) setData(path string, data []byte, version int32) (jute.Stat, error) {
+	if err := ValidatePath(path); err != nil {
+		return jute.Stat{}, err
+	}
+	n := a.v.lookup(path)
+	if n == nil {
+		return jute.Stat{}, jute.CodeNoNode
+	}
+	if !CheckACL(n.acl.list, a.txn.Auth, jute.PermWrite) {
+		return jute.Stat{}, jute.CodeNoAuth
+	}
+	if version != -1 && version != n.version {
+		return jute.Stat{}, jute.CodeBadVersion
+	}
+	var st jute.Stat
+	a.rewrite(path, 0, func(p *node) *node {
+		c := *p
+		c.data = data
+		c.version++
+		c.mzxid = a.zxid
+		c.mtime = a.txn.Time
+		st = c.stat()
+		return &c
+	})
+	a.v.dataSize += int64(len(data) - len(n.data))
+	a.events = append(a.events, Event{Type: jute.EventNodeDataChanged, Path: path, ACL: n.acl.list})
+	return st, nil
+}
+
+func (a *applier) setACL(path string, acl []jute.ACL, version int32) (jute.Stat, error) {
+	if err := ValidatePath(path); err != nil {
+		return jute.Stat{}, err
+	}
+	fixed, err := fixupACL(acl, a.txn.Auth)
+	if err != nil {
+		return jute.Stat{}, err
+	}
+	n := a.v.lookup(path)
+	if n == nil {
+		return jute.Stat{}, jute.CodeNoNode
+	}
+	if !CheckACL(n.acl.list, a.txn.Auth, jute.PermAdmin) {
+		return jute.Stat{}, jute.CodeNoAuth
+	}
+	if version != -1 && version != n.aversion {
+		return jute.Stat{}, jute.CodeBadVersion
+	}
+	set := a.t.acls.intern(fixed)
+	var st jute.Stat
+	a.rewrite(path, 0, func(p *node) *node {
+		c := *p
+		c.acl = set
+		c.aversion++
+		st = c.stat()
+		return &c
+	})
+	return st, nil
+}
+
+func (a *applier) check(path string, version int32) error {
+	if err := ValidatePath(path); err != nil {
+		return err
+	}
+	n := a.v.lookup(path)
+	if n == nil {
+		return jute.CodeNoNode
+	}
+	if !CheckACL(n.acl.list, a.txn.Auth, jute.PermRead) {
+		return jute.CodeNoAuth
+	}
+	if version != -1 && version != n.version {
+		return jute.CodeBadVersion
+	}
+	return nil
+}
+
+// rewrite replaces the node at path (which must exist) with fn's copy of it, copies every ancestor
+// to point at the new child, and adds delta to each ancestor's descendant count.
+func (a *applier) rewrite(path string, delta int32, fn func(*node) *node) {
+	if path == "/" {
+		a.v.root = fn(a.v.root)
+		return
+	}
+	segs := segments(path, a.t.segs)
+	chain := append(a.t.chain[:0], a.v.root)
+	n := a.v.root
+	for _, s := range segs[:len(segs)-1] {
+		n, _ = n.kids.get(s)
+		chain = append(chain, n)
+	}
+	last, _ := n.kids.get(segs[len(segs)-1])
+	nn := fn(last)
+	for i := len(chain) - 1; i >= 0; i-- {
+		c := *chain[i]
+		c.kids, _ = c.kids.set(segs[i], nn)
+		c.desc += delta
+		nn = &c
+	}
+	a.v.root = nn
+	clear(chain)
+	a.t.segs, a.t.chain = segs, chain[:0]
+}
+
+// asCode turns an error from the appliers into its ZooKeeper code.
+func asCode(err error) jute.Code {
+	var c jute.Code
+	if errors.As(err, &c) {
+		return c
+	}
+	return jute.CodeSystemError
+}

@@ -1,0 +1,154 @@
+package znode
+
+import "github.com/zkd-io/zkd/jute"
+
+// createSession registers a session, or updates the timeout and password of one already known
+// (its ephemerals are kept).
+func (a *applier) createSession(req *CreateSession) {
+	s := &session{Session: Session{ID: req.ID, Timeout: req.Timeout, Passwd: req.Passwd}}
+	if old, ok := a.v.sessions.get(req.ID); ok {
+		s.ephemerals = old.ephemerals
+	}
+	a.v.sessions, _ = a.v.sessions.set(req.ID, s)
+}
+
+// closeSessions removes the sessions and deletes all their ephemerals, in path order within each
+// session. Unknown ids are skipped.
+func (a *applier) closeSessions(ids []int64) {
+	for _, id := range ids {
+		s, ok := a.v.sessions.get(id)
+		if !ok {
+			continue
+		}
+		s.ephemerals.ascend(func(path string, _ struct{}) bool {
+			n := a.v.lookup(path)
+			if n != nil && n.kind == kindEphemeral && n.owner == id {
+				parentPath, _, _ := splitParent(path)
+				a.remove(path, parentPath, n, false)
+			}
+			return true
+		})
+		a.v.sessions, _ = a.v.sessions.delete(id)
+	}
+}
+
+// reapable reports whether a container or TTL node is due for deletion at now, by ZooKeeper's
+// ContainerManager rules: it has no children, and either it is a container that has had a child
+// (or, when neverUsedInterval > 0, has had none for longer than that since its mtime), or it is a
+// TTL node whose ttl has passed since its mtime.
+func reapable(n *node, now, neverUsedInterval int64) bool {
+	if n.numChildren != 0 {
+		return false
+	}
+	switch n.kind {
+	case kindContainer:
+		return n.cversion > 0 || (neverUsedInterval > 0 && now-n.mtime > neverUsedInterval)
+	case kindTTL:
+		return n.owner != 0 && now-n.mtime > n.owner
+	}
+	return false
+}
+
+func (a *applier) reap(req *Reap) {
+	for _, path := range req.Paths {
+		n := a.v.lookup(path)
+		if n == nil || !reapable(n, a.txn.Time, req.NeverUsedInterval) {
+			continue
+		}
+		parentPath, _, _ := splitParent(path)
+		a.remove(path, parentPath, n, true)
+	}
+}
+
+// ReapCandidates lists, in ZooKeeper's order (containers, then TTL nodes, each in path order), the
+// paths the leader should delete at time now (ms), at most max of them (max <= 0: no limit).
+// neverUsedInterval is znode.container.maxNeverUsedIntervalMs (0: containers that never had a
+// child are kept).
+func (v *View) ReapCandidates(now, neverUsedInterval int64, max int) []string {
+	var out []string
+	collect := func(path string, _ struct{}) bool {
+		if max > 0 && len(out) >= max {
+			return false
+		}
+		if n := v.lookup(path); n != nil && reapable(n, now, neverUsedInterval) {
+			out = append(out, path)
+		}
+		return true
+	}
+	if v.containers.ascend(collect) {
+		v.ttls.ascend(collect)
+	}
+	return out
+}
+
+// Session returns the session with the given id.
+func (v *View) Session(id int64) (Session, bool) {
+	s, ok := v.sessions.get(id)
+	if !ok {
+		return Session{}, false
+	}
+	return s.Session, true
+}
+
+// Sessions returns every session, sorted by id.
+func (v *View) Sessions() []Session {
+	var out []Session
+	v.sessions.ascend(func(_ int64, s *session) bool {
+		out = append(out, s.Session)
+		return true
+	})
+	return out
+}
+
+// Ephemerals returns the paths of the session's ephemeral nodes, sorted.
+func (v *View) Ephemerals(session int64) []string {
+	return v.ephemeralsWithPrefix(session, "")
+}
+
+func (v *View) ephemeralsWithPrefix(id int64, prefix string) []string {
+	out := []string{}
+	s, ok := v.sessions.get(id)
+	if !ok {
+		return out
+	}
+	s.ephemerals.ascendFrom(prefix, func(path string, _ struct{}) bool {
+		if len(path) < len(prefix) || path[:len(prefix)] != prefix {
+			return false
+		}
+		out = append(out, path)
+		return true
+	})
+	return out
+}
+
+// Zxid returns the zxid of the last transaction applied in this view.
+func (v *View) Zxid() int64 { return v.zxid }
+
+// NodeCount returns the node count as ZooKeeper's znode_count gauge reports it: the real nodes plus
+// one, because ZooKeeper's node map also holds "" as an alias of the root (a fresh tree reports 5).
+func (v *View) NodeCount() int { return v.nodes + 1 }
+
+// DataSize returns approximate_data_size as ZooKeeper computes it: the sum over its node map of each
+// key's length plus the data's length (a fresh tree reports 44).
+func (v *View) DataSize() int64 { return v.dataSize }
+
+// EphemeralCount returns the number of ephemeral nodes.
+func (v *View) EphemeralCount() int { return v.ephemerals }
+
+// Stat returns the Stat of the node at path.
+func (v *View) Stat(path string) (jute.Stat, bool) {
+	n := v.lookup(path)
+	if n == nil {
+		return jute.Stat{}, false
+	}
+	return n.stat(), true
+}
+
+// ACL returns the ACL of the node at path. The slice is shared and must not be modified.
+func (v *View) ACL(path string) ([]jute.ACL, bool) {
+	n := v.lookup(path)
+	if n == nil {
+		return nil, false
+	}
+	return n.acl.list, true
+}

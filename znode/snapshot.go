@@ -1,0 +1,422 @@
+package znode
+
+import (
+	"bufio"
+	"cmp"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/zkd-io/zkd/jute"
+)
+
+// Snapshot format, version 1. Every integer is big-endian; strings and buffers are jute's (an int
+// length, -1 for a null buffer, then the bytes):
+//
+//	magic     8 bytes "zkdsnap\x00"
+//	version   int32 (1)
+//	zxid      int64
+//	sessions  int32 count, then per session (ascending id): id int64, timeout int32, passwd buffer
+//	nodes     int64 count, then the nodes in pre-order, children in name order; per node:
+//	            acl     int32 index into the ACL table; when it equals the table's size, the ACL
+//	                    follows (int32 count, then perms int32, scheme string, id string each)
+//	                    and becomes that table entry
+//	            name    string ("" for the root)
+//	            data    buffer
+//	            czxid, mzxid, pzxid, ctime, mtime    int64
+//	            version, cversion (child creations), aversion    int32
+//	            kind    int32 (0 persistent, 1 ephemeral, 2 container, 3 TTL)
+//	            owner   int64 (session id of an ephemeral, ttl of a TTL node)
+//	            children int32, the number of child records that follow
+//	trailer   int32 CRC-32C (Castagnoli) of every byte before it
+//
+// Everything derived (descendant counts, each session's ephemerals, the container and TTL indexes,
+// the counters) is rebuilt on restore. The bytes depend only on the tree's content, so two trees
+// that applied the same transactions write identical snapshots.
+
+const (
+	snapMagic   = "zkdsnap\x00"
+	snapVersion = 1
+	// snapMaxField bounds any one string or buffer read from a snapshot.
+	snapMaxField = 64 << 20
+	// snapChunk is how many encoded bytes are gathered before they are written out.
+	snapChunk = 256 << 10
+)
+
+// ErrCorruptSnapshot is returned (wrapped with details) by ReadSnapshot for input that is not a
+// well-formed snapshot of this format.
+var ErrCorruptSnapshot = errors.New("znode: corrupt snapshot")
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+type snapWriter struct {
+	w    io.Writer
+	e    jute.Encoder
+	crc  uint32
+	err  error
+	acls map[*aclSet]int32
+	keys map[string]int32
+}
+
+func (s *snapWriter) flush() {
+	if s.err != nil || s.e.Len() == 0 {
+		s.e.Reset()
+		return
+	}
+	b := s.e.Bytes()
+	s.crc = crc32.Update(s.crc, crcTable, b)
+	_, s.err = s.w.Write(b)
+	s.e.Reset()
+}
+
+// WriteSnapshot writes the view as a snapshot to w. It streams (memory use does not grow with the
+// tree), writes the same bytes for the same content, and may run while Apply continues.
+func (v *View) WriteSnapshot(w io.Writer) error {
+	s := &snapWriter{
+		w:    w,
+		e:    *jute.NewEncoder(append(make([]byte, 0, snapChunk+4096), snapMagic...)),
+		acls: make(map[*aclSet]int32),
+		keys: make(map[string]int32),
+	}
+	e := &s.e
+	e.Int32(snapVersion)
+	e.Int64(v.zxid)
+	var count int32
+	v.sessions.ascend(func(int64, *session) bool { count++; return true })
+	e.Int32(count)
+	v.sessions.ascend(func(id int64, ss *session) bool {
+		e.Int64(id)
+		e.Int32(ss.Timeout)
+		e.Buffer(ss.Passwd)
+		return true
+	})
+	e.Int64(int64(v.nodes))
+	s.writeNode(v.root)
+	s.flush()
+	if s.err != nil {
+		return fmt.Errorf("znode: write snapshot: %w", s.err)
+	}
+	e.Int32(int32(s.crc))
+	_, err := w.Write(e.Bytes())
+	if err != nil {
+		return fmt.Errorf("znode: write snapshot: %w", err)
+	}
+	return nil
+}
+
+func (s *snapWriter) writeNode(n *node) {
+	if s.err != nil {
+		return
+	}
+	e := &s.e
+	ref, ok := s.acls[n.acl]
+	if !ok {
+		ref, ok = s.keys[n.acl.key]
+		if !ok {
+			ref = int32(len(s.keys))
+			s.keys[n.acl.key] = ref
+			e.Int32(ref)
+			e.Int32(int32(len(n.acl.list)))
+			for i := range n.acl.list {
+				n.acl.list[i].Encode(e)
+			}
+		} else {
+			e.Int32(ref)
+		}
+		s.acls[n.acl] = ref
+	} else {
+		e.Int32(ref)
+	}
+	e.String(n.name)
+	e.Buffer(n.data)
+	e.Int64(n.czxid)
+	e.Int64(n.mzxid)
+	e.Int64(n.pzxid)
+	e.Int64(n.ctime)
+	e.Int64(n.mtime)
+	e.Int32(n.version)
+	e.Int32(n.cversion)
+	e.Int32(n.aversion)
+	e.Int32(int32(n.kind))
+	e.Int64(n.owner)
+	e.Int32(n.numChildren)
+	if e.Len() >= snapChunk {
+		s.flush()
+	}
+	n.kids.ascend(func(_ string, c *node) bool {
+		s.writeNode(c)
+		return s.err == nil
+	})
+}
+
+type snapReader struct {
+	r   *bufio.Reader
+	crc uint32
+	err error
+}
+
+func (s *snapReader) fail(format string, args ...any) {
+	if s.err == nil {
+		s.err = fmt.Errorf("%w: %s", ErrCorruptSnapshot, fmt.Sprintf(format, args...))
+	}
+}
+
+// next returns the next n bytes; the slice is valid until the next call.
+func (s *snapReader) next(n int) []byte {
+	if s.err != nil {
+		return nil
+	}
+	b, err := s.r.Peek(n)
+	if err == nil {
+		s.crc = crc32.Update(s.crc, crcTable, b)
+		_, _ = s.r.Discard(n)
+		return b
+	}
+	if !errors.Is(err, bufio.ErrBufferFull) {
+		s.readErr(err)
+		return nil
+	}
+	buf := make([]byte, n)
+	if _, err := io.ReadFull(s.r, buf); err != nil {
+		s.readErr(err)
+		return nil
+	}
+	s.crc = crc32.Update(s.crc, crcTable, buf)
+	return buf
+}
+
+func (s *snapReader) readErr(err error) {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		s.fail("truncated")
+		return
+	}
+	if s.err == nil {
+		s.err = fmt.Errorf("znode: read snapshot: %w", err)
+	}
+}
+
+func (s *snapReader) int32() int32 {
+	b := s.next(4)
+	if b == nil {
+		return 0
+	}
+	return int32(uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3]))
+}
+
+func (s *snapReader) int64() int64 {
+	b := s.next(8)
+	if b == nil {
+		return 0
+	}
+	var v uint64
+	for _, c := range b {
+		v = v<<8 | uint64(c)
+	}
+	return int64(v)
+}
+
+func (s *snapReader) length(allowNull bool) int {
+	n := s.int32()
+	switch {
+	case s.err != nil:
+		return 0
+	case n == -1 && allowNull:
+		return -1
+	case n < 0 || n > snapMaxField:
+		s.fail("bad length %d", n)
+		return 0
+	}
+	return int(n)
+}
+
+func (s *snapReader) string() string {
+	n := s.length(false)
+	if n <= 0 {
+		return ""
+	}
+	return string(s.next(n))
+}
+
+func (s *snapReader) buffer() []byte {
+	n := s.length(true)
+	if n < 0 || s.err != nil {
+		return nil
+	}
+	b := s.next(n)
+	if b == nil {
+		return nil
+	}
+	out := make([]byte, n)
+	copy(out, b)
+	return out
+}
+
+type restoreFrame struct {
+	n         *node
+	path      string
+	remaining int32
+	kids      []entry[string, *node]
+}
+
+// ReadSnapshot restores a tree from a snapshot written by View.WriteSnapshot, streaming from r.
+// Input that is not a well-formed snapshot gives an error wrapping ErrCorruptSnapshot.
+func ReadSnapshot(r io.Reader) (*Tree, error) {
+	s := &snapReader{r: bufio.NewReaderSize(r, 256<<10)}
+	if string(s.next(len(snapMagic))) != snapMagic {
+		s.fail("bad magic")
+	}
+	if v := s.int32(); s.err == nil && v != snapVersion {
+		s.fail("unsupported version %d", v)
+	}
+	t := &Tree{}
+	view := &View{zxid: s.int64()}
+	nsessions := s.int32()
+	if nsessions < 0 {
+		s.fail("bad session count %d", nsessions)
+	}
+	sessions := make([]entry[int64, *session], 0, min(int(max(nsessions, 0)), 1<<16))
+	for i := int32(0); i < nsessions && s.err == nil; i++ {
+		ss := &session{Session: Session{ID: s.int64(), Timeout: s.int32(), Passwd: s.buffer()}}
+		if len(sessions) > 0 && sessions[len(sessions)-1].k >= ss.ID {
+			s.fail("sessions out of order")
+		}
+		sessions = append(sessions, entry[int64, *session]{ss.ID, ss})
+	}
+	want := s.int64()
+	var (
+		acls       []*aclSet
+		stack      []restoreFrame
+		ephemerals = map[int64][]string{}
+		containers []string
+		ttls       []string
+	)
+	readNode := func(parentPath string) (*node, string) {
+		ref := s.int32()
+		switch {
+		case s.err != nil:
+			return nil, ""
+		case ref == int32(len(acls)):
+			count := s.length(false)
+			list := make([]jute.ACL, 0, min(count, 64))
+			for i := 0; i < count && s.err == nil; i++ {
+				list = append(list, jute.ACL{Perms: s.int32(), ID: jute.Id{Scheme: s.string(), ID: s.string()}})
+			}
+			acls = append(acls, t.acls.intern(list))
+		case ref < 0 || ref > int32(len(acls)):
+			s.fail("bad acl reference %d", ref)
+			return nil, ""
+		}
+		n := &node{acl: acls[ref], name: s.string(), data: s.buffer()}
+		n.czxid, n.mzxid, n.pzxid, n.ctime, n.mtime = s.int64(), s.int64(), s.int64(), s.int64(), s.int64()
+		n.version, n.cversion, n.aversion = s.int32(), s.int32(), s.int32()
+		kind := s.int32()
+		n.owner = s.int64()
+		n.numChildren = s.int32()
+		if s.err != nil {
+			return nil, ""
+		}
+		if kind < int32(kindPersistent) || kind > int32(kindTTL) || n.numChildren < 0 {
+			s.fail("bad node record")
+			return nil, ""
+		}
+		n.kind = nodeKind(kind)
+		path := "/"
+		if parentPath != "" {
+			if n.name == "" || strings.IndexByte(n.name, '/') >= 0 {
+				s.fail("bad node name %q", n.name)
+				return nil, ""
+			}
+			if parentPath == "/" {
+				path = "/" + n.name
+			} else {
+				path = parentPath + "/" + n.name
+			}
+		} else if n.name != "" {
+			s.fail("root has a name")
+			return nil, ""
+		}
+		view.nodes++
+		view.dataSize += int64(len(path) + len(n.data))
+		switch n.kind {
+		case kindEphemeral:
+			view.ephemerals++
+			ephemerals[n.owner] = append(ephemerals[n.owner], path)
+		case kindContainer:
+			containers = append(containers, path)
+		case kindTTL:
+			ttls = append(ttls, path)
+		}
+		return n, path
+	}
+
+	root, _ := readNode("")
+	if root != nil {
+		stack = append(stack, restoreFrame{n: root, path: "/", remaining: root.numChildren})
+	}
+	for len(stack) > 0 && s.err == nil {
+		top := &stack[len(stack)-1]
+		if top.remaining > 0 {
+			top.remaining--
+			c, path := readNode(top.path)
+			if c == nil {
+				break
+			}
+			if k := top.kids; len(k) > 0 && k[len(k)-1].k >= c.name {
+				s.fail("children of %s out of order", top.path)
+				break
+			}
+			stack = append(stack, restoreFrame{n: c, path: path, remaining: c.numChildren})
+			continue
+		}
+		n := top.n
+		n.kids = buildBtree(top.kids)
+		for _, k := range top.kids {
+			n.desc += 1 + k.v.desc
+		}
+		stack = stack[:len(stack)-1]
+		if len(stack) > 0 {
+			p := &stack[len(stack)-1]
+			p.kids = append(p.kids, entry[string, *node]{n.name, n})
+		}
+	}
+	crc := s.crc
+	if got := s.int32(); s.err == nil && uint32(got) != crc {
+		s.fail("checksum mismatch")
+	}
+	if s.err == nil && want != int64(view.nodes) {
+		s.fail("node count %d, header says %d", view.nodes, want)
+	}
+	if s.err == nil {
+		if _, err := s.r.ReadByte(); err == nil {
+			s.fail("trailing bytes")
+		}
+	}
+	if s.err != nil {
+		return nil, s.err
+	}
+	view.root = root
+	for i, e := range sessions {
+		paths := ephemerals[e.k]
+		slices.Sort(paths)
+		e.v.ephemerals = buildBtree(setEntries(paths))
+		sessions[i] = e
+	}
+	view.sessions = buildBtree(sessions)
+	slices.Sort(containers)
+	slices.Sort(ttls)
+	view.containers = buildBtree(setEntries(containers))
+	view.ttls = buildBtree(setEntries(ttls))
+	t.cur.Store(view)
+	return t, nil
+}
+
+func setEntries[K cmp.Ordered](keys []K) []entry[K, struct{}] {
+	out := make([]entry[K, struct{}], len(keys))
+	for i, k := range keys {
+		out[i].k = k
+	}
+	return out
+}
