@@ -288,3 +288,6 @@ func (e *env) seen(format string, args ...any) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// digestACL is ALL for one digest user.
+func digestACL(user, password string) []zk.ACL { return zk.DigestACL(zk.PermAll, user, password) }
