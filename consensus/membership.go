@@ -174,3 +174,12 @@ func (n *Node) Stats() Stats {
 		Tracked:     n.sessions.len(),
 	}
 }
+
+// Snapshot takes a snapshot now (normally Raft takes one every SnapshotThreshold entries) and
+// compacts the log behind it.
+func (n *Node) Snapshot() error {
+	if err := n.raft.Snapshot().Error(); err != nil {
+		return fmt.Errorf("consensus: snapshot: %w", err)
+	}
+	return nil
+}

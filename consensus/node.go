@@ -56,14 +56,14 @@ type Node struct {
 	bolt   *raftboltdb.BoltStore // nil in memory
 	notify chan bool
 
-	seq   atomic.Uint64
+	seq     atomic.Uint64
 	sidMu   sync.Mutex
 	lastSID int64 // last session id this node issued as leader
-	slots chan struct{}
-	stop  chan struct{}
-	ctx   context.Context // cancelled when shutdown begins; for the node's own calls
-	cancel context.CancelFunc
-	wg    sync.WaitGroup
+	slots   chan struct{}
+	stop    chan struct{}
+	ctx     context.Context // cancelled when shutdown begins; for the node's own calls
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
 
 	ready       atomic.Bool  // leader whose FSM caught up and whose session deadlines are reset
 	leaderEpoch atomic.Int64 // bumped on every leadership change notification
@@ -81,12 +81,12 @@ type Node struct {
 
 	mu struct {
 		sync.Mutex
-		closing  bool
-		pending  map[uint64]*proposal
-		lastSeq  map[int64]uint64 // session → seq of its latest proposal (retry rule)
-		clients  map[string]*rpcClient
-		conns    map[net.Conn]struct{}
-		touches  map[int64]struct{}
+		closing bool
+		pending map[uint64]*proposal
+		lastSeq map[int64]uint64 // session → seq of its latest proposal (retry rule)
+		clients map[string]*rpcClient
+		conns   map[net.Conn]struct{}
+		touches map[int64]struct{}
 	}
 	down        chan struct{} // closed when Shutdown finished
 	shutdownErr error         // written before down is closed
