@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -116,6 +117,26 @@ func dialClient(addr string, timeout time.Duration, onWatch func(jute.WatcherEve
 	go c.writeLoop()
 	go c.readLoop(jute.NewFrameReader(br, 0))
 	return c, nil
+}
+
+// waitServing waits until addr accepts a session (ZooKeeper answers ruok before it accepts
+// sessions) or the timeout passes, polling every 20 ms.
+func waitServing(ctx context.Context, addr string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		c, err := dialClient(addr, 10*time.Second, nil)
+		if err == nil {
+			return c.close()
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("zkbench: %s not serving after %v: %w", addr, timeout, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // send queues a request and arranges for done to be called with its reply. done runs on the

@@ -13,8 +13,8 @@ const histSubBits = 8
 const (
 	histSubCount = 1 << histSubBits
 	// histBuckets covers every non-negative int64: the linear range [0, 256) plus one group of
-	// 256 buckets for each further power of two.
-	histBuckets = (64 - histSubBits + 1) * histSubCount
+	// 256 buckets for each further power of two up to 2^63.
+	histBuckets = (64 - histSubBits) * histSubCount
 )
 
 // histogram is a log-linear latency histogram in the manner of HdrHistogram: values (nanoseconds)
@@ -91,6 +91,9 @@ func (h *histogram) quantile(q float64) int64 {
 	q = min(max(q, 0), 1)
 	rank := uint64(math.Ceil(q * float64(h.count)))
 	rank = max(rank, 1)
+	if rank >= h.count {
+		return h.max
+	}
 	var seen uint64
 	for i, c := range h.counts {
 		seen += c

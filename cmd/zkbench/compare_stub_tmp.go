@@ -7,4 +7,3 @@ import (
 
 func populateMain(ctx context.Context, args []string, stdout, stderr io.Writer) error { return nil }
 func compareMain(ctx context.Context, args []string, stdout, stderr io.Writer) error  { return nil }
-func smokeAll(ctx context.Context, addrs []string, w io.Writer) ([]result, error)      { return nil, nil }

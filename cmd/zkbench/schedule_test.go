@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestScheduleDueTimes(t *testing.T) {
+	start := time.Unix(1000, 0)
+	s := schedule{start: start, rate: 3} // 333.33 ms apart: not a whole number of nanoseconds
+	for i := int64(0); i < 3000; i++ {
+		want := start.Add(time.Duration(float64(i) * 1e9 / 3))
+		if got := s.due(i); !got.Equal(want) {
+			t.Fatalf("due(%d) = %v, want %v", i, got, want)
+		}
+	}
+	// After a long run the schedule has not drifted: op 3·3600 is due exactly one hour in.
+	if got := s.due(3 * 3600); !got.Equal(start.Add(time.Hour)) {
+		t.Fatalf("due(10800) = %v, want start+1h", got)
+	}
+	for _, c := range []struct {
+		at   time.Duration
+		want int64
+	}{
+		{-time.Second, 0}, {0, 1}, {333 * time.Millisecond, 1}, {334 * time.Millisecond, 2},
+		{time.Second, 4}, {time.Hour, 3*3600 + 1},
+	} {
+		if got := s.dueBy(start.Add(c.at)); got != c.want {
+			t.Errorf("dueBy(start%+v) = %d, want %d", c.at, got, c.want)
+		}
+	}
+}
+
+// TestOpenLoopKeepsScheduleWhenServerStalls checks the absence of coordinated omission: with one
+// op allowed in flight and each op taking five times the send interval, the intended times stay
+// on the fixed schedule, so the measured latency (completion minus intended time) grows with the
+// backlog instead of staying at the service time.
+func TestOpenLoopKeepsScheduleWhenServerStalls(t *testing.T) {
+	const (
+		rate    = 1000 // one op per millisecond
+		ops     = 100
+		service = 5 * time.Millisecond
+	)
+	s := schedule{start: time.Now(), rate: rate}
+	var mu sync.Mutex
+	intended := make([]time.Time, 0, ops)
+	var latencies []time.Duration
+	var wg sync.WaitGroup
+	n := openLoop(context.Background(), s, ops, 1, func(i int64, due time.Time, finish func()) {
+		mu.Lock()
+		intended = append(intended, due)
+		mu.Unlock()
+		wg.Go(func() {
+			defer finish()
+			time.Sleep(service) // stands in for a slow server
+			mu.Lock()
+			latencies = append(latencies, time.Since(due))
+			mu.Unlock()
+		})
+	})
+	wg.Wait()
+	if n != ops || len(intended) != ops {
+		t.Fatalf("launched %d (%d recorded), want %d", n, len(intended), ops)
+	}
+	for i, due := range intended {
+		if want := s.due(int64(i)); !due.Equal(want) {
+			t.Fatalf("op %d intended at %v, want %v", i, due.Sub(s.start), want.Sub(s.start))
+		}
+	}
+	// The last op was due at 99 ms but could not start before 99·5 ms: its latency is at least
+	// the backlog, about 400 ms, although the server took only 5 ms for it.
+	last := latencies[len(latencies)-1]
+	if min := time.Duration(ops-1)*service - time.Duration(ops-1)*time.Millisecond; last < min {
+		t.Fatalf("last latency %v, want at least %v (the backlog)", last, min)
+	}
+}
+
+func TestOpenLoopStopsWithContext(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	s := schedule{start: time.Now(), rate: 1000}
+	var launched int64
+	n := openLoop(ctx, s, 0, 100, func(i int64, _ time.Time, finish func()) { launched++; finish() })
+	if n != launched || n == 0 {
+		t.Fatalf("openLoop returned %d, launched %d", n, launched)
+	}
+	// Rate 1000/s for about 50 ms: far fewer than an unbounded loop would launch.
+	if n > 200 {
+		t.Fatalf("launched %d ops in 50 ms at 1000/s", n)
+	}
+}

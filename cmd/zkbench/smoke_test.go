@@ -1,0 +1,165 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zkd-io/zkd/internal/zktest"
+	"github.com/zkd-io/zkd/jute"
+)
+
+// target is the address list every test here runs against: $ZKBENCH_ADDR if set (for example a
+// zkd started by CI), else one real ZooKeeper started by TestMain for the whole package.
+var target []string
+
+// targetErr says why there is no target.
+var targetErr error
+
+func TestMain(m *testing.M) {
+	os.Exit(runTests(m))
+}
+
+func runTests(m *testing.M) int {
+	if a := os.Getenv("ZKBENCH_ADDR"); a != "" {
+		target = splitAddrs(a)
+		return m.Run()
+	}
+	dir, err := os.MkdirTemp("", "zkbench-test-")
+	if err != nil {
+		targetErr = err
+		return m.Run()
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	zk, err := zktest.StartZooKeeper(dir)
+	if err != nil {
+		targetErr = err
+		return m.Run()
+	}
+	defer func() { _ = zk.Stop() }()
+	target = zk.Addrs
+	if err := waitServing(context.Background(), target[0], 30*time.Second); err != nil {
+		targetErr = err
+	}
+	return m.Run()
+}
+
+// smokeTarget returns the server to test against, skipping the test when there is none.
+func smokeTarget(t *testing.T) []string {
+	t.Helper()
+	if errors.Is(targetErr, zktest.ErrNoZooKeeper) {
+		t.Skip("no ZooKeeper here and ZKBENCH_ADDR not set")
+	}
+	if targetErr != nil {
+		t.Fatal(targetErr)
+	}
+	return target
+}
+
+// TestSmoke runs every workload for a moment against a real server and checks the results, then
+// checks that the runs left no nodes behind.
+func TestSmoke(t *testing.T) {
+	addrs := smokeTarget(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var log bytes.Buffer
+	results, err := smokeAll(ctx, addrs, &log)
+	t.Log("\n" + log.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(results) != len(workloads)+1 {
+		t.Fatalf("%d results for %d workloads plus open loop", len(results), len(workloads))
+	}
+	c, err := dialClient(addrs[0], 10*time.Second, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.close() }()
+	left, err := children(c, "/zkbench")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) != 0 {
+		t.Errorf("runs left nodes behind under /zkbench: %v", left)
+	}
+}
+
+// TestCommandLineJSON runs the command as a user would and decodes its -json output.
+func TestCommandLineJSON(t *testing.T) {
+	addrs := smokeTarget(t)
+	var out, errOut bytes.Buffer
+	args := []string{"-addr", strings.Join(addrs, ","), "-workload", "create", "-ops", "200", "-duration", "0", "-clients", "4", "-json"}
+	if err := realMain(context.Background(), args, &out, &errOut); err != nil {
+		t.Fatalf("zkbench %v: %v\n%s", args, err, errOut.String())
+	}
+	var res result
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		t.Fatalf("output is not JSON: %v\n%s", err, out.String())
+	}
+	if res.Ops != 200 || res.Workload != "create" || res.Errors != 0 {
+		t.Fatalf("result = %+v, want 200 creates without errors", res)
+	}
+	if err := checkSane(res); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestClientPipelinesInOrder sends many requests at once on one connection and checks every
+// reply reaches its own caller, then that a failed connection fails the calls still waiting.
+func TestClientPipelinesInOrder(t *testing.T) {
+	addrs := smokeTarget(t)
+	c, err := dialClient(addrs[0], 10*time.Second, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ensurePath(c, "/zkbench/pipeline"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = removeTree(c, "/zkbench/pipeline"); _ = c.close() })
+	const n = 500
+	done := make(chan error, n)
+	for i := range n {
+		path := "/zkbench/pipeline/n-" + string(rune('a'+i%26)) + "-" + strings.Repeat("x", i%7) + "-" + itoa(i)
+		c.send(jute.OpCreate, &jute.CreateRequest{Path: path, Data: []byte(path), ACL: openACL}, func(r reply) {
+			if err := r.result(); err != nil {
+				done <- err
+				return
+			}
+			got := r.body.(*jute.CreateResponse).Path
+			if got != path {
+				done <- errors.New("reply for " + got + " delivered to the caller of " + path)
+				return
+			}
+			done <- nil
+		})
+	}
+	for range n {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	kids, err := children(c, "/zkbench/pipeline")
+	if err != nil || len(kids) != n {
+		t.Fatalf("%d children (err %v), want %d", len(kids), err, n)
+	}
+	other, err := dialClient(addrs[0], 10*time.Second, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other.fail(errClosed)
+	if err := other.call(jute.OpExists, &jute.ExistsRequest{Path: "/"}).result(); !errors.Is(err, errClosed) {
+		t.Fatalf("call on a failed connection: %v, want errClosed", err)
+	}
+	other.wg.Wait()
+}
+
+func itoa(i int) string {
+	b, _ := json.Marshal(i)
+	return string(b)
+}
