@@ -1,0 +1,316 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// startAdmin starts the admin HTTP server when one is configured: /metrics (Prometheus text
+// format from this server's own figures), /ready (200 while serving clients, else 503) and
+// /commands/<name> (JSON like ZooKeeper's AdminServer).
+func (s *Server) startAdmin() error {
+	ln := s.cfg.AdminListener
+	if ln == nil {
+		if s.cfg.AdminAddr == "" {
+			return nil
+		}
+		var err error
+		if ln, err = net.Listen("tcp", s.cfg.AdminAddr); err != nil {
+			return fmt.Errorf("server: admin listen %s: %w", s.cfg.AdminAddr, err)
+		}
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /metrics", s.serveMetrics)
+	mux.HandleFunc("GET /ready", func(w http.ResponseWriter, _ *http.Request) {
+		if s.backend.Serving() {
+			_, _ = fmt.Fprintln(w, "ready")
+			return
+		}
+		http.Error(w, "not serving", http.StatusServiceUnavailable)
+	})
+	prefix := strings.TrimSuffix(s.cfg.AdminCommandURL, "/")
+	mux.HandleFunc("GET "+prefix, s.serveCommandList)
+	mux.HandleFunc("GET "+prefix+"/{name}", s.serveCommand)
+	if s.cfg.EnablePprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	s.adminLn = ln
+	s.admin = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 30 * time.Second}
+	s.wg.Go(func() {
+		if err := s.admin.Serve(ln); err != nil && err != http.ErrServerClosed {
+			s.log.Error("admin server stopped", "err", err)
+		}
+	})
+	return nil
+}
+
+// adminCommands maps every admin command name and alias to its primary name.
+var adminCommands = map[string]string{
+	"configuration": "configuration", "conf": "configuration", "config": "configuration",
+	"connection_stat_reset": "connection_stat_reset", "crst": "connection_stat_reset",
+	"connections": "connections", "cons": "connections",
+	"dirs":        "dirs",
+	"dump":        "dump",
+	"environment": "environment", "env": "environment", "envi": "environment",
+	"is_read_only": "is_read_only", "isro": "is_read_only",
+	"leader": "leader", "lead": "leader",
+	"monitor": "monitor", "mntr": "monitor",
+	"ruok":         "ruok",
+	"server_stats": "server_stats", "srvr": "server_stats",
+	"stat_reset": "stat_reset", "srst": "stat_reset",
+	"stats": "stats", "stat": "stats",
+	"watch_summary": "watch_summary", "wchs": "watch_summary",
+	"watches": "watches", "wchc": "watches",
+	"watches_by_path": "watches_by_path", "wchp": "watches_by_path",
+	"voting_view": "voting_view",
+}
+
+func (s *Server) serveCommandList(w http.ResponseWriter, _ *http.Request) {
+	var names []string
+	for k, v := range adminCommands {
+		if k == v {
+			names = append(names, k)
+		}
+	}
+	sort.Strings(names)
+	w.Header().Set("Content-Type", "text/html")
+	prefix := strings.TrimSuffix(s.cfg.AdminCommandURL, "/")
+	for _, n := range names {
+		_, _ = fmt.Fprintf(w, "<a href=\"%s/%s\">%s</a><br/>\n", prefix, n, n)
+	}
+}
+
+// serveCommand answers /commands/<name> with a JSON object ending in "command" and "error", as
+// ZooKeeper's AdminServer does (HTTP 200 even for an unknown command).
+func (s *Server) serveCommand(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	out := map[string]any{}
+	primary, ok := adminCommands[name]
+	switch {
+	case !ok:
+		out["error"] = "Unknown command: " + name
+	default:
+		s.fillCommand(primary, out)
+	}
+	out["command"] = name
+	if _, set := out["error"]; !set {
+		out["error"] = nil
+	}
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(out)
+}
+
+func (s *Server) fillCommand(name string, out map[string]any) {
+	switch name {
+	case "ruok":
+	case "is_read_only":
+		out["read_only"] = false
+	case "configuration":
+		out["client_port"], _ = strconv.Atoi(lastPort(s.Addr()))
+		out["data_dir"] = s.cfg.Dir
+		out["data_log_dir"] = s.cfg.Dir
+		out["tick_time"] = s.cfg.TickTime.Milliseconds()
+		out["max_client_cnxns"] = max(s.cfg.MaxClientConns, 0)
+		out["min_session_timeout"] = s.cfg.MinSessionTimeout.Milliseconds()
+		out["max_session_timeout"] = s.cfg.MaxSessionTimeout.Milliseconds()
+		out["server_id"] = s.cfg.ServerID
+		out["client_port_listen_backlog"] = -1
+	case "dirs":
+		d := dirSize(s.cfg.Dir)
+		out["datadir_size"], out["logdir_size"] = d, d
+	case "environment":
+		for _, line := range strings.Split(s.envi(), "\n")[1:] {
+			if k, v, ok := strings.Cut(line, "="); ok {
+				out[k] = v
+			}
+		}
+	case "connection_stat_reset":
+		s.resetConnStats()
+	case "stat_reset":
+		s.stats.reset()
+	case "leader":
+		if len(s.cfg.Peers) <= 1 {
+			out["error"] = "server is not initialized"
+			return
+		}
+		out["is_leader"] = s.backend.Leader()
+		if s.node != nil {
+			id, addr := s.node.Leader()
+			out["leader_id"], _ = strconv.ParseInt(id, 10, 64)
+			out["leader_ip"] = addr
+		}
+	case "monitor":
+		for _, kv := range s.mntrPairs() {
+			if n, err := strconv.ParseInt(kv[1], 10, 64); err == nil {
+				out[kv[0]] = n
+			} else if f, err := strconv.ParseFloat(kv[1], 64); err == nil {
+				out[kv[0]] = f
+			} else {
+				out[kv[0]] = kv[1]
+			}
+		}
+	case "connections":
+		out["connections"] = s.connectionsJSON()
+		out["secure_connections"] = []any{}
+	case "server_stats", "stats":
+		st := s.Stats()
+		out["version"] = st.Version + ", built on " + buildDate
+		out["read_only"] = false
+		out["node_count"] = st.NodeCount
+		out["server_stats"] = map[string]any{
+			"packets_sent":                 st.PacketsSent,
+			"packets_received":             st.PacketsReceived,
+			"server_state":                 st.Mode,
+			"last_processed_zxid":          st.LastZxid,
+			"outstanding_requests":         st.Outstanding,
+			"avg_latency":                  st.AvgLatency,
+			"max_latency":                  st.MaxLatency,
+			"min_latency":                  st.MinLatency,
+			"num_alive_client_connections": st.Connections,
+			"uptime":                       st.Uptime.Milliseconds(),
+			"auth_failed_count":            st.AuthFailed,
+			"data_dir_size":                dirSize(s.cfg.Dir),
+			"log_dir_size":                 dirSize(s.cfg.Dir),
+			"provider_null":                false,
+		}
+		if name == "stats" {
+			out["connections"] = s.connectionsJSON()
+			out["secure_connections"] = []any{}
+		}
+	case "watch_summary":
+		ws := s.watches.summary()
+		out["num_connections"] = ws.Connections
+		out["num_paths"] = ws.Paths
+		out["num_total_watches"] = ws.Total
+	case "watches":
+		m := map[string][]string{}
+		for id, paths := range s.watches.bySession() {
+			m[strconv.FormatInt(id, 10)] = paths
+		}
+		out["session_id_to_watched_paths"] = m
+	case "watches_by_path":
+		out["path_to_session_ids"] = s.watches.byPath()
+	case "dump":
+		v := s.view()
+		eph := map[string][]string{}
+		for _, ss := range v.Sessions() {
+			if e := v.Ephemerals(ss.ID); len(e) > 0 {
+				eph[strconv.FormatInt(ss.ID, 10)] = e
+			}
+		}
+		out["session_id_to_ephemeral_paths"] = eph
+		out["expiry_time_to_session_ids"] = map[string][]int64{}
+	case "voting_view":
+		cur := map[string]any{}
+		if len(s.cfg.Peers) > 1 {
+			for _, p := range s.cfg.Peers {
+				cur[strconv.FormatInt(p.ID, 10)] = map[string]any{
+					"server_addresses":   []string{p.PeerAddr},
+					"election_addresses": []string{p.PeerAddr},
+					"client_address":     p.ClientAddr,
+					"learner_type":       "participant",
+				}
+			}
+		}
+		out["current_config"] = cur
+	}
+}
+
+func (s *Server) connectionsJSON() []map[string]any {
+	var list []map[string]any
+	for _, c := range s.sortedConns() {
+		st := &c.stats
+		avg := int64(0)
+		if n := st.count.Load(); n > 0 {
+			avg = st.sumLatency.Load() / n
+		}
+		list = append(list, map[string]any{
+			"remote_socket_address": c.remote,
+			"interest_ops":          1,
+			"outstanding_requests":  c.out.pending(),
+			"packets_received":      st.received.Load(),
+			"packets_sent":          st.sent.Load(),
+			"session_id":            c.session(),
+			"last_operation":        opAbbrev(opOf(st.lastOp.Load())),
+			"established":           st.established.UnixMilli(),
+			"session_timeout":       c.timeout.Load(),
+			"last_cxid":             st.lastCxid.Load(),
+			"last_zxid":             st.lastZxid.Load(),
+			"last_response_time":    st.lastResp.Load(),
+			"last_latency":          st.lastLatency.Load(),
+			"min_latency":           st.minLatency.Load(),
+			"avg_latency":           avg,
+			"max_latency":           st.maxLatency.Load(),
+		})
+	}
+	if list == nil {
+		list = []map[string]any{}
+	}
+	return list
+}
+
+func lastPort(addr string) string {
+	if i := strings.LastIndexByte(addr, ':'); i >= 0 {
+		return addr[i+1:]
+	}
+	return addr
+}
+
+// serveMetrics writes the server's figures in the Prometheus text exposition format. Names are
+// ZooKeeper's metric names (as its Prometheus provider exports them, without the zk_ prefix).
+func (s *Server) serveMetrics(w http.ResponseWriter, _ *http.Request) {
+	st := s.Stats()
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	var b strings.Builder
+	metric := func(name, typ, help string, v any) {
+		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n%s %v\n", name, help, name, typ, name, v)
+	}
+	serving := 0
+	if st.Serving {
+		serving = 1
+	}
+	leader := 0
+	if st.Mode == "leader" || st.Mode == "standalone" {
+		leader = 1
+	}
+	metric("packets_received", "counter", "Client packets received.", st.PacketsReceived)
+	metric("packets_sent", "counter", "Client packets sent.", st.PacketsSent)
+	metric("num_alive_connections", "gauge", "Open client connections.", st.Connections)
+	metric("outstanding_requests", "gauge", "Bytes queued for clients and not yet written.", st.Outstanding)
+	metric("znode_count", "gauge", "Number of znodes.", st.NodeCount)
+	metric("watch_count", "gauge", "Number of watches.", st.WatchCount)
+	metric("ephemerals_count", "gauge", "Number of ephemeral nodes.", st.EphemeralCount)
+	metric("approximate_data_size", "gauge", "Approximate size of the data tree in bytes.", st.DataSize)
+	metric("global_sessions", "gauge", "Number of sessions.", st.Sessions)
+	metric("avg_latency", "gauge", "Average request latency in ms.", st.AvgLatency)
+	metric("min_latency", "gauge", "Minimum request latency in ms.", st.MinLatency)
+	metric("max_latency", "gauge", "Maximum request latency in ms.", st.MaxLatency)
+	metric("last_zxid", "gauge", "Zxid of the last applied transaction.", st.LastZxid)
+	metric("auth_failed_count", "counter", "Failed authentications.", st.AuthFailed)
+	metric("connection_rejected", "counter", "Connections refused at accept.", st.ConnectionsRejected)
+	metric("uptime", "gauge", "Milliseconds since the server started.", st.Uptime.Milliseconds())
+	metric("serving", "gauge", "1 while the server serves clients.", serving)
+	metric("is_leader", "gauge", "1 on the leader (and a standalone server).", leader)
+	if s.node != nil {
+		ns := s.node.Stats()
+		metric("raft_term", "gauge", "Current Raft term.", ns.Term)
+		metric("raft_commit_index", "gauge", "Raft commit index.", ns.CommitIndex)
+		metric("proposals_forwarded", "counter", "Writes forwarded to the leader.", ns.Forwarded)
+		metric("proposals_unknown_outcome", "counter", "Writes answered with connection loss.", ns.Unknown)
+		metric("sessions_expired", "counter", "Sessions expired by this server as leader.", ns.Expired)
+	}
+	_, _ = w.Write([]byte(b.String()))
+}

@@ -1,0 +1,36 @@
+package server
+
+import (
+	"context"
+	"errors"
+
+	"github.com/zkd-io/zkd/jute"
+	"github.com/zkd-io/zkd/znode"
+)
+
+// backend is what the client server needs from the replicated state: the consensus node in
+// production. Keeping it small keeps the connection code independent of Raft.
+type backend interface {
+	// View returns the current immutable view of the tree. It is O(1) and safe from any goroutine.
+	View() *znode.View
+	// Propose replicates a client write for session with the caller's identities and returns its
+	// result once this server applied it. An error means the outcome is unknown to the client
+	// (no leader, shutdown, timeout): the server drops the connection, as ZooKeeper does.
+	Propose(ctx context.Context, session int64, auth []jute.Id, op jute.Op, req jute.Record) (znode.Result, error)
+	// CreateSession replicates a new session with the negotiated timeout (ms).
+	CreateSession(ctx context.Context, timeout int32) (znode.Session, error)
+	// ValidateSession asks the session's authority (the leader) whether id is still alive,
+	// touching it and making this server its owner. errSessionGone means expired or unknown.
+	ValidateSession(ctx context.Context, id int64, timeout int32) error
+	// Touch records activity on a session this server owns.
+	Touch(id int64)
+	// Sync returns once this server has applied everything committed when Sync was called.
+	Sync(ctx context.Context) error
+	// Serving reports whether this server may serve clients (it has a leader and caught up).
+	Serving() bool
+	// Leader reports whether this server is the Raft leader.
+	Leader() bool
+}
+
+// errSessionGone reports that a session is expired, closed or unknown.
+var errSessionGone = errors.New("server: session expired or unknown")

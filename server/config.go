@@ -1,0 +1,234 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/zkd-io/zkd/consensus"
+	"github.com/zkd-io/zkd/jute"
+)
+
+// Peer is one voting member of a cluster, as a zoo.cfg server.N line describes it.
+type Peer struct {
+	// ID is the member's myid (server.N). It must be unique within the cluster and above zero.
+	ID int64
+	// PeerAddr is the host:port the member's peer listener accepts Raft and cluster traffic on.
+	PeerAddr string
+	// ClientAddr is the member's client address (host:port), shown in conf and admin output.
+	// Empty means unknown.
+	ClientAddr string
+}
+
+// Config configures a Server. Every field has a usable zero value, which each comment describes;
+// Start applies the defaults and then Validate.
+type Config struct {
+	// Addr is the client address to listen on when Listener is nil. Empty means "127.0.0.1:0",
+	// a free loopback port (zoo.cfg's clientPort and clientPortAddress map here).
+	Addr string
+	// Listener is the client listener, already bound. Nil means net.Listen("tcp", Addr).
+	Listener net.Listener
+
+	// Dir is the data directory. Empty means in-memory storage: nothing survives Shutdown.
+	// The zkd binary always sets it.
+	Dir string
+
+	// ServerID is this server's myid. Zero means 1 when Peers is empty (standalone) and is
+	// invalid otherwise.
+	ServerID int64
+	// Peers lists every voting member, this server included, to bootstrap a new cluster.
+	// Empty means standalone: a one-voter cluster.
+	Peers []Peer
+	// PeerAddr is the peer address to listen on when PeerListener is nil. Empty means this
+	// server's entry in Peers, or "127.0.0.1:0" when standalone.
+	PeerAddr string
+	// PeerListener is the peer listener, already bound. Nil means listen on PeerAddr.
+	PeerListener net.Listener
+
+	// TickTime is ZooKeeper's tickTime, the unit of session timeouts. Zero means 2s.
+	TickTime time.Duration
+	// MinSessionTimeout is the smallest timeout a session may negotiate. Zero means 2×TickTime.
+	MinSessionTimeout time.Duration
+	// MaxSessionTimeout is the largest timeout a session may negotiate. Zero means 20×TickTime.
+	MaxSessionTimeout time.Duration
+
+	// MaxClientConns limits the client connections from one IP address (maxClientCnxns).
+	// Zero means 60; negative means unlimited.
+	MaxClientConns int
+	// MaxConns limits the client connections in total (maxCnxns). Zero or negative means unlimited.
+	MaxConns int
+	// MaxFrameSize is the largest request frame accepted (jute.maxbuffer); a larger one closes
+	// the connection. Zero means 0xfffff.
+	MaxFrameSize int
+	// MaxOutboundBytes is how many reply and notification bytes may wait for one slow client
+	// before it is disconnected. Zero means 32 MiB.
+	MaxOutboundBytes int
+	// SessionlessTimeout is how long a new connection may take to send its ConnectRequest.
+	// Zero means 10s.
+	SessionlessTimeout time.Duration
+
+	// FourLetterWords lists the four-letter words served on the client port
+	// (4lw.commands.whitelist); "*" enables all. Nil means DefaultFourLetterWords. srvr is always
+	// enabled, as in ZooKeeper.
+	FourLetterWords []string
+	// AdminAddr is the admin HTTP address (/metrics, /ready, /commands/<name>).
+	// Empty means no admin server.
+	AdminAddr string
+	// AdminListener is the admin listener, already bound; it overrides AdminAddr.
+	AdminListener net.Listener
+	// AdminCommandURL is the prefix of admin commands. Empty means "/commands".
+	AdminCommandURL string
+	// EnablePprof serves net/http/pprof under /debug/pprof/ on the admin server.
+	EnablePprof bool
+
+	// ExtendedTypesEnabled allows TTL nodes (zookeeper.extendedTypesEnabled). False means a
+	// createTTL is answered Unimplemented, as ZooKeeper does by default.
+	ExtendedTypesEnabled bool
+	// ReconfigEnabled allows the reconfig operation. False means it is answered ReconfigDisabled.
+	ReconfigEnabled bool
+	// SuperDigest is DigestAuthenticationProvider.superDigest, "super:<base64 sha1>": a digest
+	// auth whose id equals it also gets the super identity, which passes every ACL check.
+	// Empty means no super user.
+	SuperDigest string
+
+	// Logger receives the server's logs. Nil means slog.New(slog.DiscardHandler).
+	Logger *slog.Logger
+
+	// Consensus holds the Raft tunables (timeouts, snapshot cadence, reaping). The server sets
+	// its ID, Dir, Peers, listener, logger, TickTime and callbacks; every other zero value
+	// means that package's default.
+	Consensus consensus.Config
+}
+
+// DefaultFourLetterWords are the four-letter words enabled when Config.FourLetterWords is nil:
+// every command that only reads, so monitoring works out of the box (ZooKeeper's own default of
+// srvr alone breaks most monitoring tools). crst and srst, which reset counters, are left out.
+var DefaultFourLetterWords = []string{
+	"ruok", "srvr", "stat", "mntr", "conf", "cons", "envi", "wchs", "wchc", "wchp", "dump", "dirs", "isro",
+}
+
+// allFourLetterWords is every four-letter word the server knows.
+var allFourLetterWords = []string{
+	"ruok", "srvr", "stat", "mntr", "conf", "cons", "crst", "srst", "envi", "wchs", "wchc", "wchp",
+	"dump", "dirs", "isro", "gtmk", "stmk",
+}
+
+func (c Config) withDefaults() Config {
+	if c.Addr == "" && c.Listener == nil {
+		c.Addr = "127.0.0.1:0"
+	}
+	if c.ServerID == 0 && len(c.Peers) == 0 {
+		c.ServerID = 1
+	}
+	if c.TickTime == 0 {
+		c.TickTime = 2 * time.Second
+	}
+	if c.MinSessionTimeout == 0 {
+		c.MinSessionTimeout = 2 * c.TickTime
+	}
+	if c.MaxSessionTimeout == 0 {
+		c.MaxSessionTimeout = 20 * c.TickTime
+	}
+	if c.MaxClientConns == 0 {
+		c.MaxClientConns = 60
+	}
+	if c.MaxFrameSize == 0 {
+		c.MaxFrameSize = jute.DefaultMaxBuffer
+	}
+	if c.MaxOutboundBytes == 0 {
+		c.MaxOutboundBytes = 32 << 20
+	}
+	if c.SessionlessTimeout == 0 {
+		c.SessionlessTimeout = 10 * time.Second
+	}
+	if c.FourLetterWords == nil {
+		c.FourLetterWords = DefaultFourLetterWords
+	}
+	if c.AdminCommandURL == "" {
+		c.AdminCommandURL = "/commands"
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// Validate reports the first problem with c, after the defaults are applied as Start applies them.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	switch {
+	case c.TickTime < time.Millisecond:
+		return errors.New("server: config: TickTime must be at least 1ms")
+	case c.MinSessionTimeout <= 0 || c.MaxSessionTimeout <= 0:
+		return errors.New("server: config: session timeouts must be positive")
+	case c.MinSessionTimeout > c.MaxSessionTimeout:
+		return fmt.Errorf("server: config: MinSessionTimeout %v is above MaxSessionTimeout %v",
+			c.MinSessionTimeout, c.MaxSessionTimeout)
+	case c.MaxSessionTimeout > time.Duration(1<<31-1)*time.Millisecond:
+		return errors.New("server: config: MaxSessionTimeout does not fit in an int32 of milliseconds")
+	case c.MaxFrameSize < 1024:
+		return errors.New("server: config: MaxFrameSize must be at least 1024")
+	case c.MaxOutboundBytes < c.MaxFrameSize:
+		return errors.New("server: config: MaxOutboundBytes must be at least MaxFrameSize")
+	case c.SessionlessTimeout < 0:
+		return errors.New("server: config: negative SessionlessTimeout")
+	case c.ServerID < 0:
+		return errors.New("server: config: negative ServerID")
+	}
+	if c.SuperDigest != "" && !strings.HasPrefix(c.SuperDigest, "super:") {
+		return errors.New(`server: config: SuperDigest must look like "super:<base64 sha1>"`)
+	}
+	for _, w := range c.FourLetterWords {
+		if w != "*" && !knownWord(w) {
+			return fmt.Errorf("server: config: unknown four-letter word %q", w)
+		}
+	}
+	if len(c.Peers) > 0 {
+		if c.ServerID <= 0 {
+			return errors.New("server: config: ServerID is required with Peers")
+		}
+		seen := map[int64]bool{}
+		self := false
+		for _, p := range c.Peers {
+			if p.ID <= 0 || p.PeerAddr == "" {
+				return errors.New("server: config: every peer needs an ID above zero and a PeerAddr")
+			}
+			if seen[p.ID] {
+				return fmt.Errorf("server: config: duplicate peer id %d", p.ID)
+			}
+			seen[p.ID] = true
+			self = self || p.ID == c.ServerID
+		}
+		if !self {
+			return fmt.Errorf("server: config: Peers does not contain ServerID %d", c.ServerID)
+		}
+	}
+	return nil
+}
+
+func knownWord(w string) bool {
+	for _, k := range allFourLetterWords {
+		if k == w {
+			return true
+		}
+	}
+	return false
+}
+
+// minTimeoutMs and maxTimeoutMs are the negotiation bounds in milliseconds.
+func (c Config) minTimeoutMs() int32 { return int32(c.MinSessionTimeout / time.Millisecond) }
+func (c Config) maxTimeoutMs() int32 { return int32(c.MaxSessionTimeout / time.Millisecond) }
+
+// negotiate clamps a requested session timeout to [min, max], as ZooKeeper does.
+func (c Config) negotiate(req int32) int32 {
+	if lo := c.minTimeoutMs(); req < lo {
+		return lo
+	}
+	if hi := c.maxTimeoutMs(); req > hi {
+		return hi
+	}
+	return req
+}

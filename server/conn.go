@@ -1,0 +1,264 @@
+package server
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/zkd-io/zkd/jute"
+)
+
+// errClosedByServer is the reason given when the server closes a connection on purpose.
+var errClosedByServer = errors.New("server: connection closed by server")
+
+// conn is one client connection. Two goroutines own it: serve (the reader, which also executes
+// the requests in order) and the writer (out.writeLoop), the only one that writes the socket.
+// Requests are executed one after another in arrival order, so replies leave in request order and
+// a session's reads never overtake its writes; the apply hook and the server's housekeeping only
+// push frames onto out and may close it.
+type conn struct {
+	s      *Server
+	nc     net.Conn
+	br     *bufio.Reader
+	out    *outQueue
+	remote string
+	ip     string
+	log    *slog.Logger
+
+	sid     atomic.Int64
+	timeout atomic.Int32
+	auth    atomic.Pointer[[]jute.Id]
+	closed  atomic.Bool
+	stopped chan struct{} // closed by abort: the reader stops at its next frame
+
+	stopOnce sync.Once
+
+	stats connStats
+}
+
+// connStats are the per-connection figures cons and the admin connections command show.
+type connStats struct {
+	established time.Time
+	received    atomic.Int64
+	sent        atomic.Int64
+	lastOp      atomic.Int32
+	lastCxid    atomic.Int64
+	lastZxid    atomic.Int64
+	lastResp    atomic.Int64 // unix ms
+	lastLatency atomic.Int64 // ms
+	minLatency  atomic.Int64
+	maxLatency  atomic.Int64
+	sumLatency  atomic.Int64
+	count       atomic.Int64
+}
+
+func (st *connStats) reset() {
+	st.received.Store(0)
+	st.sent.Store(0)
+	st.minLatency.Store(0)
+	st.maxLatency.Store(0)
+	st.sumLatency.Store(0)
+	st.count.Store(0)
+	st.lastLatency.Store(0)
+}
+
+func newConn(s *Server, nc net.Conn) *conn {
+	remote := nc.RemoteAddr().String()
+	ip := remote
+	if h, _, err := net.SplitHostPort(remote); err == nil {
+		ip = h
+	}
+	c := &conn{
+		s:       s,
+		nc:      nc,
+		br:      bufio.NewReaderSize(nc, 16<<10),
+		out:     newOutQueue(s.cfg.MaxOutboundBytes),
+		remote:  remote,
+		ip:      ip,
+		log:     s.log.With("remote", remote),
+		stopped: make(chan struct{}),
+	}
+	c.stats.established = time.Now()
+	c.stats.lastOp.Store(-1)
+	c.stats.lastCxid.Store(-1)
+	c.stats.lastZxid.Store(-1)
+	ids := []jute.Id{{Scheme: "ip", ID: ip}}
+	c.auth.Store(&ids)
+	return c
+}
+
+func (c *conn) session() int64     { return c.sid.Load() }
+func (c *conn) authIDs() []jute.Id { return *c.auth.Load() }
+func (c *conn) isClosed() bool     { return c.closed.Load() }
+func (c *conn) addAuth(id jute.Id) {
+	old := c.authIDs()
+	for _, x := range old {
+		if x == id {
+			return
+		}
+	}
+	ids := append(append([]jute.Id(nil), old...), id)
+	c.auth.Store(&ids)
+}
+
+// abort closes the connection from any goroutine: pending output is dropped, the socket closes,
+// and the reader stops.
+func (c *conn) abort(err error) {
+	c.stopOnce.Do(func() {
+		c.closed.Store(true)
+		close(c.stopped)
+		c.out.close(err, false)
+		_ = c.nc.Close()
+	})
+}
+
+// finish closes the connection after what is already queued has been written (closeSession).
+func (c *conn) finish() {
+	c.stopOnce.Do(func() {
+		c.closed.Store(true)
+		close(c.stopped)
+		c.out.close(errClosedByServer, true)
+	})
+}
+
+// serve runs the connection until it ends: it starts the writer, reads and executes requests,
+// and cleans up. It recovers from a panic in request handling so that one bad request closes only
+// its own connection.
+func (c *conn) serve(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		_ = c.out.writeLoop(c.nc, c.s.cfg.MaxSessionTimeout, func(n int) { c.s.stats.bytesSent.Add(int64(n)) })
+		c.abort(errClosedByServer)
+	})
+	defer func() {
+		if r := recover(); r != nil {
+			c.log.Error("panic serving connection", "panic", r)
+		}
+		c.abort(errClosedByServer)
+		wg.Wait()
+		c.s.connClosed(c)
+	}()
+	if err := c.readLoop(ctx); err != nil && !errors.Is(err, io.EOF) && !c.isClosed() {
+		c.log.Debug("connection ended", "err", err)
+	}
+}
+
+// readLoop handles a four-letter word or the handshake, then every request until the connection
+// ends.
+func (c *conn) readLoop(ctx context.Context) error {
+	_ = c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.SessionlessTimeout))
+	head, err := c.br.Peek(4)
+	if err != nil {
+		return err
+	}
+	if word := string(head); isFourLetterWord(word) {
+		_, _ = c.br.Discard(4)
+		return c.fourLetterWord(ctx, word)
+	}
+	fr := jute.NewFrameReader(c.br, c.s.cfg.MaxFrameSize)
+	frame, err := fr.Next()
+	if err != nil {
+		return err
+	}
+	var req jute.ConnectRequest
+	if err := jute.Unmarshal(frame, c.s.cfg.MaxFrameSize, &req); err != nil && !errors.Is(err, jute.ErrTrailingData) {
+		return fmt.Errorf("server: connect request: %w", err)
+	}
+	c.stats.received.Add(1)
+	c.s.stats.packetsReceived.Add(1)
+	if ok, err := c.handshake(ctx, &req); !ok {
+		return err
+	}
+	for {
+		timeout := time.Duration(c.timeout.Load()) * time.Millisecond
+		_ = c.nc.SetReadDeadline(time.Now().Add(timeout))
+		frame, err := fr.Next()
+		if err != nil {
+			return err
+		}
+		select {
+		case <-c.stopped:
+			return nil
+		default:
+		}
+		c.stats.received.Add(1)
+		c.s.stats.packetsReceived.Add(1)
+		if !c.handleFrame(ctx, frame) {
+			return nil
+		}
+	}
+}
+
+// expiredResponse is what ZooKeeper sends for an expired, unknown or wrongly authenticated
+// session: zero timeout, zero id, sixteen zero bytes of password.
+func expiredResponse(req *jute.ConnectRequest) *jute.ConnectResponse {
+	return &jute.ConnectResponse{Passwd: make([]byte, 16), HasReadOnly: req.HasReadOnly}
+}
+
+// handshake answers the ConnectRequest. It reports false when the connection must end.
+func (c *conn) handshake(ctx context.Context, req *jute.ConnectRequest) (bool, error) {
+	s := c.s
+	if !s.backend.Serving() {
+		return false, errors.New("server: not serving")
+	}
+	if req.LastZxidSeen > s.view().Zxid() {
+		// The client has seen newer state than this server: let it try another one, unless a
+		// sync brings this server up to date quickly.
+		sctx, cancel := context.WithTimeout(ctx, time.Second)
+		_ = s.backend.Sync(sctx)
+		cancel()
+		if req.LastZxidSeen > s.view().Zxid() {
+			return false, fmt.Errorf("server: client zxid 0x%x is ahead of ours 0x%x", req.LastZxidSeen, s.view().Zxid())
+		}
+	}
+	timeout := s.cfg.negotiate(req.TimeOut)
+	var resp *jute.ConnectResponse
+	if req.SessionID == 0 {
+		pctx, cancel := context.WithTimeout(ctx, s.cfg.MaxSessionTimeout)
+		sess, err := s.backend.CreateSession(pctx, timeout)
+		cancel()
+		if err != nil {
+			return false, fmt.Errorf("server: create session: %w", err)
+		}
+		resp = &jute.ConnectResponse{TimeOut: sess.Timeout, SessionID: sess.ID, Passwd: sess.Passwd, HasReadOnly: req.HasReadOnly}
+		timeout = sess.Timeout
+	} else {
+		sess, ok := s.view().Session(req.SessionID)
+		if !ok || !bytes.Equal(sess.Passwd, req.Passwd) {
+			c.out.pushFrame(expiredResponse(req))
+			c.finish()
+			return false, errSessionGone
+		}
+		pctx, cancel := context.WithTimeout(ctx, s.cfg.MaxSessionTimeout)
+		err := s.backend.ValidateSession(pctx, req.SessionID, timeout)
+		cancel()
+		if errors.Is(err, errSessionGone) {
+			c.out.pushFrame(expiredResponse(req))
+			c.finish()
+			return false, err
+		}
+		if err != nil {
+			return false, fmt.Errorf("server: validate session: %w", err)
+		}
+		resp = &jute.ConnectResponse{TimeOut: timeout, SessionID: req.SessionID, Passwd: sess.Passwd, HasReadOnly: req.HasReadOnly}
+	}
+	c.timeout.Store(timeout)
+	c.sid.Store(resp.SessionID)
+	c.log = c.log.With("session", fmt.Sprintf("0x%x", resp.SessionID))
+	if !s.attach(c) {
+		return false, ErrServerClosed
+	}
+	c.out.pushFrame(resp)
+	c.stats.sent.Add(1)
+	c.s.stats.packetsSent.Add(1)
+	c.log.Debug("session established", "timeout", timeout)
+	return true, nil
+}

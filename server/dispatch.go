@@ -1,0 +1,418 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/zkd-io/zkd/jute"
+)
+
+// handleFrame decodes and executes one request. It reports false when the connection must end
+// (closeSession, an unknown op, a failed auth, a lost session or an unknown write outcome).
+func (c *conn) handleFrame(ctx context.Context, frame []byte) bool {
+	start := time.Now()
+	hdr, body, err := jute.DecodeRequest(frame, c.s.cfg.MaxFrameSize)
+	if err != nil && !errors.Is(err, jute.ErrTrailingData) {
+		switch {
+		case errors.Is(err, jute.ErrUnknownOp) && hdr.Type != jute.OpMulti && hdr.Type != jute.OpMultiRead:
+			c.reply(hdr.Xid, c.s.view().Zxid(), jute.CodeUnimplemented, nil)
+			c.finish()
+			return false
+		case len(frame) < 8:
+			return false // not even a header
+		default:
+			c.reply(hdr.Xid, c.s.view().Zxid(), jute.CodeMarshallingError, nil)
+			return true
+		}
+	}
+	sid := c.session()
+	c.stats.lastOp.Store(int32(hdr.Type))
+	if hdr.Xid > 0 {
+		c.stats.lastCxid.Store(int64(hdr.Xid))
+	}
+	c.s.backend.Touch(sid)
+	if hdr.Type != jute.OpPing && hdr.Type != jute.OpAuth && hdr.Type != jute.OpSetWatches && hdr.Type != jute.OpSetWatches2 {
+		// A request on a session that expired or closed gets no reply: the socket closes.
+		if _, ok := c.s.view().Session(sid); !ok {
+			c.abort(errSessionGone)
+			return false
+		}
+	}
+	keep := c.execute(ctx, hdr, body)
+	c.recordLatency(time.Since(start))
+	return keep
+}
+
+// reply queues a reply for xid and counts it.
+func (c *conn) reply(xid int32, zxid int64, code jute.Code, body jute.Record) {
+	if !c.out.pushReply(jute.ReplyHeader{Xid: xid, Zxid: zxid, Err: code}, body) {
+		c.abort(errSlowConsumer)
+		return
+	}
+	c.stats.sent.Add(1)
+	c.s.stats.packetsSent.Add(1)
+	c.stats.lastZxid.Store(zxid)
+	c.stats.lastResp.Store(time.Now().UnixMilli())
+}
+
+func (c *conn) recordLatency(d time.Duration) {
+	ms := d.Milliseconds()
+	c.stats.lastLatency.Store(ms)
+	c.stats.sumLatency.Add(ms)
+	if n := c.stats.count.Add(1); n == 1 || ms < c.stats.minLatency.Load() {
+		c.stats.minLatency.Store(ms)
+	}
+	if ms > c.stats.maxLatency.Load() {
+		c.stats.maxLatency.Store(ms)
+	}
+	c.s.stats.recordLatency(ms)
+}
+
+// execute runs one decoded request.
+func (c *conn) execute(ctx context.Context, hdr jute.RequestHeader, body jute.Record) bool {
+	s := c.s
+	switch hdr.Type {
+	case jute.OpPing:
+		c.reply(jute.XidPing, s.view().Zxid(), jute.CodeOK, nil)
+		return true
+	case jute.OpAuth:
+		return c.authenticate(hdr.Xid, body.(*jute.AuthPacket))
+	case jute.OpSASL:
+		c.log.Info("sasl authentication is not supported; closing the connection")
+		c.reply(hdr.Xid, 0, jute.CodeAuthFailed, nil)
+		c.finish()
+		return false
+	case jute.OpCloseSession:
+		return c.closeSession(ctx, hdr)
+	case jute.OpCheck:
+		// check is valid only inside a multi; ZooKeeper 3.9 answers Unimplemented and closes.
+		c.reply(hdr.Xid, s.view().Zxid(), jute.CodeUnimplemented, nil)
+		c.finish()
+		return false
+	case jute.OpSync:
+		sctx, cancel := context.WithTimeout(ctx, time.Duration(c.timeout.Load())*time.Millisecond)
+		err := s.backend.Sync(sctx)
+		cancel()
+		if err != nil {
+			c.log.Debug("sync failed; dropping the connection", "err", err)
+			c.abort(err)
+			return false
+		}
+		c.reply(hdr.Xid, s.view().Zxid(), jute.CodeOK, &jute.SyncResponse{Path: body.(*jute.SyncRequest).Path})
+		return true
+	case jute.OpSetWatches:
+		r := body.(*jute.SetWatches)
+		c.setWatches(hdr.Xid, r.RelativeZxid, r.DataWatches, r.ExistWatches, r.ChildWatches, nil, nil)
+		return true
+	case jute.OpSetWatches2:
+		r := body.(*jute.SetWatches2)
+		c.setWatches(hdr.Xid, r.RelativeZxid, r.DataWatches, r.ExistWatches, r.ChildWatches,
+			r.PersistentWatches, r.PersistentRecursiveWatches)
+		return true
+	case jute.OpAddWatch:
+		r := body.(*jute.AddWatchRequest)
+		var mode watchMode
+		switch r.Mode {
+		case jute.AddWatchPersistent:
+			mode = watchPersistent
+		case jute.AddWatchPersistentRecursive:
+			mode = watchRecursive
+		default:
+			c.reply(hdr.Xid, s.view().Zxid(), jute.CodeMarshallingError, nil)
+			return true
+		}
+		s.watches.add(c, r.Path, mode)
+		c.reply(hdr.Xid, s.view().Zxid(), jute.CodeOK, &jute.ErrorResponse{Err: jute.CodeOK})
+		return true
+	case jute.OpCheckWatches, jute.OpRemoveWatches:
+		var path string
+		var typ jute.WatcherType
+		if r, ok := body.(*jute.CheckWatchesRequest); ok {
+			path, typ = r.Path, r.Type
+		} else {
+			r := body.(*jute.RemoveWatchesRequest)
+			path, typ = r.Path, r.Type
+		}
+		mode, ok := modesFor(typ)
+		if !ok {
+			c.reply(hdr.Xid, s.view().Zxid(), jute.CodeMarshallingError, nil)
+			return true
+		}
+		code := jute.CodeOK
+		if !s.watches.remove(c, path, mode, hdr.Type == jute.OpCheckWatches) {
+			code = jute.CodeNoWatcher
+		}
+		c.reply(hdr.Xid, s.view().Zxid(), code, nil)
+		return true
+	case jute.OpWhoAmI:
+		ids := c.authIDs()
+		infos := make([]jute.ClientInfo, 0, len(ids))
+		for _, id := range ids {
+			user := id.ID
+			if id.Scheme == "digest" {
+				if i := indexByte(user, ':'); i >= 0 {
+					user = user[:i]
+				}
+			}
+			infos = append(infos, jute.ClientInfo{AuthScheme: id.Scheme, User: user})
+		}
+		c.reply(hdr.Xid, s.view().Zxid(), jute.CodeOK, &jute.WhoAmIResponse{ClientInfo: infos})
+		return true
+	case jute.OpReconfig:
+		return c.reconfig(ctx, hdr, body.(*jute.ReconfigRequest))
+	case jute.OpExists, jute.OpGetData, jute.OpGetACL, jute.OpGetChildren, jute.OpGetChildren2,
+		jute.OpGetAllChildrenNumber, jute.OpGetEphemerals, jute.OpMultiRead:
+		c.read(hdr, body)
+		return true
+	case jute.OpCreate, jute.OpCreate2, jute.OpCreateContainer, jute.OpCreateTTL, jute.OpDelete,
+		jute.OpSetData, jute.OpSetACL, jute.OpMulti:
+		return c.write(ctx, hdr, body)
+	}
+	// deleteContainer and anything else a client may not send.
+	c.reply(hdr.Xid, s.view().Zxid(), jute.CodeUnimplemented, nil)
+	c.finish()
+	return false
+}
+
+func indexByte(s string, b byte) int {
+	for i := 0; i < len(s); i++ {
+		if s[i] == b {
+			return i
+		}
+	}
+	return -1
+}
+
+// read serves a read from the published view and registers its watch. If a transaction was
+// applied between the view and the registration, the read is done again on a newer view, so the
+// watch cannot miss a change.
+func (c *conn) read(hdr jute.RequestHeader, body jute.Record) {
+	s := c.s
+	for {
+		v := s.view()
+		resp, err := v.Read(c.session(), c.authIDs(), hdr.Type, body)
+		code := codeFor(err)
+		if hdr.Type == jute.OpMultiRead && code != jute.CodeOK && resp != nil {
+			// The one error reply with a body: a write op inside multiRead.
+			if !c.out.pushFrame(&jute.ReplyHeader{Xid: hdr.Xid, Zxid: v.Zxid(), Err: code}, resp) {
+				c.abort(errSlowConsumer)
+			}
+			return
+		}
+		path, mode := watchFor(hdr.Type, body, code)
+		if mode == 0 {
+			c.reply(hdr.Xid, v.Zxid(), code, resp)
+			return
+		}
+		// The reply is queued under the watch lock, so no event of a later change can slip in
+		// between the registration and the reply.
+		if s.watches.registerAll(c, v.Zxid(), func(add func(string, watchMode)) {
+			add(path, mode)
+			c.reply(hdr.Xid, v.Zxid(), code, resp)
+		}) {
+			return
+		}
+	}
+}
+
+// watchFor returns the watch a read leaves behind, if any: exists leaves a data watch even on a
+// missing node, getData and getChildren only on success.
+func watchFor(op jute.Op, body jute.Record, code jute.Code) (string, watchMode) {
+	switch r := body.(type) {
+	case *jute.ExistsRequest:
+		if r.Watch && (code == jute.CodeOK || code == jute.CodeNoNode) {
+			return r.Path, watchData
+		}
+	case *jute.GetDataRequest:
+		if op == jute.OpGetData && r.Watch && code == jute.CodeOK {
+			return r.Path, watchData
+		}
+	case *jute.GetChildrenRequest:
+		if r.Watch && code == jute.CodeOK {
+			return r.Path, watchChild
+		}
+	case *jute.GetChildren2Request:
+		if r.Watch && code == jute.CodeOK {
+			return r.Path, watchChild
+		}
+	}
+	return "", 0
+}
+
+// codeFor is the one place an error becomes a wire code. znode and consensus return jute.Code
+// values (possibly wrapped); anything else is a system error.
+func codeFor(err error) jute.Code {
+	if err == nil {
+		return jute.CodeOK
+	}
+	var code jute.Code
+	if errors.As(err, &code) {
+		return code
+	}
+	return jute.CodeSystemError
+}
+
+// ttlRequested reports whether a write asks for a TTL node anywhere (directly or inside a multi),
+// and at which multi index (-1 when not in a multi).
+func ttlRequested(op jute.Op, body jute.Record) (bool, int) {
+	isTTL := func(op jute.Op, r jute.Record) bool {
+		if op == jute.OpCreateTTL {
+			return true
+		}
+		if cr, ok := r.(*jute.CreateRequest); ok && op != jute.OpCreateContainer {
+			return cr.Flags.TTL()
+		}
+		return false
+	}
+	if op == jute.OpMulti {
+		for i, m := range body.(*jute.MultiRequest).Ops {
+			if isTTL(m.Type, m.Req) {
+				return true, i
+			}
+		}
+		return false, -1
+	}
+	return isTTL(op, body), -1
+}
+
+// write proposes a client write and queues its reply once this server applied it. The apply hook
+// has queued the write's watch events by then, so they precede the reply.
+func (c *conn) write(ctx context.Context, hdr jute.RequestHeader, body jute.Record) bool {
+	s := c.s
+	if !s.cfg.ExtendedTypesEnabled {
+		if ttl, idx := ttlRequested(hdr.Type, body); ttl {
+			if idx < 0 {
+				c.reply(hdr.Xid, s.view().Zxid(), jute.CodeUnimplemented, nil)
+				return true
+			}
+			c.reply(hdr.Xid, s.view().Zxid(), jute.CodeOK, failedMulti(len(body.(*jute.MultiRequest).Ops), idx, jute.CodeUnimplemented))
+			return true
+		}
+	}
+	res, err := s.backend.Propose(ctx, c.session(), c.authIDs(), hdr.Type, body)
+	if err != nil && isBadRequest(err) {
+		c.reply(hdr.Xid, s.view().Zxid(), jute.CodeMarshallingError, nil)
+		return true
+	}
+	if err != nil {
+		c.log.Debug("write outcome unknown; dropping the connection", "op", hdr.Type, "err", err)
+		c.abort(err)
+		return false
+	}
+	c.reply(hdr.Xid, res.Zxid, codeFor(res.Err), res.Resp)
+	return true
+}
+
+// failedMulti builds ZooKeeper's reply to a multi whose op at idx failed with code: every result
+// of type error, 0 before idx, code at idx, RuntimeInconsistency after.
+func failedMulti(n, idx int, code jute.Code) *jute.MultiResponse {
+	r := &jute.MultiResponse{Results: make([]jute.MultiResult, n)}
+	for i := range r.Results {
+		cd := jute.CodeOK
+		switch {
+		case i == idx:
+			cd = code
+		case i > idx:
+			cd = jute.CodeRuntimeInconsistency
+		}
+		r.Results[i] = jute.MultiResult{Type: jute.OpError, Err: cd, Resp: &jute.ErrorResponse{Err: cd}}
+	}
+	return r
+}
+
+// closeSession replicates the close, answers it, and ends the connection once the reply is out.
+// Requests the client sent after it get no reply.
+func (c *conn) closeSession(ctx context.Context, hdr jute.RequestHeader) bool {
+	s := c.s
+	res, err := s.backend.Propose(ctx, c.session(), c.authIDs(), jute.OpCloseSession, nil)
+	if err != nil {
+		c.abort(err)
+		return false
+	}
+	c.reply(hdr.Xid, res.Zxid, codeFor(res.Err), nil)
+	s.detach(c)
+	c.finish()
+	return false
+}
+
+// reconfig is refused unless enabled; membership changes are not offered over the client
+// protocol yet, so an enabled server answers Unimplemented as a standalone ZooKeeper does.
+func (c *conn) reconfig(_ context.Context, hdr jute.RequestHeader, _ *jute.ReconfigRequest) bool {
+	code := jute.CodeReconfigDisabled
+	if c.s.cfg.ReconfigEnabled {
+		code = jute.CodeUnimplemented
+	}
+	c.reply(hdr.Xid, c.s.view().Zxid(), code, nil)
+	return true
+}
+
+// setWatches re-registers a reconnecting client's watches with ZooKeeper's catch-up rules:
+// events for what changed after relativeZxid are sent before the reply (zxid -1, no ACL
+// filter); the rest are registered.
+func (c *conn) setWatches(xid int32, rel int64, data, exist, child, persistent, recursive []string) {
+	s := c.s
+	for {
+		v := s.view()
+		type pending struct {
+			typ  jute.EventType
+			path string
+		}
+		var events []pending
+		type reg struct {
+			path string
+			mode watchMode
+		}
+		var regs []reg
+		for _, p := range data {
+			st, ok := v.Stat(p)
+			switch {
+			case !ok:
+				events = append(events, pending{jute.EventNodeDeleted, p})
+			case st.Mzxid > rel:
+				events = append(events, pending{jute.EventNodeDataChanged, p})
+			default:
+				regs = append(regs, reg{p, watchData})
+			}
+		}
+		for _, p := range exist {
+			if _, ok := v.Stat(p); ok {
+				events = append(events, pending{jute.EventNodeCreated, p})
+			} else {
+				regs = append(regs, reg{p, watchData})
+			}
+		}
+		for _, p := range child {
+			st, ok := v.Stat(p)
+			switch {
+			case !ok:
+				events = append(events, pending{jute.EventNodeDeleted, p})
+			case st.Pzxid > rel:
+				events = append(events, pending{jute.EventNodeChildrenChanged, p})
+			default:
+				regs = append(regs, reg{p, watchChild})
+			}
+		}
+		for _, p := range persistent {
+			regs = append(regs, reg{p, watchPersistent})
+		}
+		for _, p := range recursive {
+			regs = append(regs, reg{p, watchRecursive})
+		}
+		if s.watches.registerAll(c, v.Zxid(), func(add func(string, watchMode)) {
+			for _, r := range regs {
+				add(r.path, r.mode)
+			}
+			hdr := jute.ReplyHeader{Xid: jute.XidNotification, Zxid: -1}
+			for _, e := range events {
+				if !c.out.pushFrame(&hdr, &jute.WatcherEvent{Type: e.typ, State: jute.StateSyncConnected, Path: e.path}) {
+					c.abort(errSlowConsumer)
+					return
+				}
+			}
+			c.reply(xid, v.Zxid(), jute.CodeOK, nil)
+		}) {
+			return
+		}
+	}
+}

@@ -1,0 +1,28 @@
+// Package server is zkd's client-facing ZooKeeper server: the TCP protocol existing ZooKeeper
+// clients speak, on top of a consensus node that replicates the znode tree with Raft.
+//
+// A Server owns one client listener. Each connection has exactly two goroutines: a reader, which
+// performs the handshake and then executes requests one after another in arrival order, and a
+// writer, the only goroutine that writes to the socket. Replies, ping replies and watch
+// notifications are encoded into one ordered per-connection buffer that the writer flushes in one
+// write per burst. So replies leave in request order, a session's reads never overtake its
+// writes, and a notification for a change is queued before any reply that reflects it: writes
+// wait until this server applied them, and the consensus apply hook queues watch events before it
+// publishes the view reads are served from.
+//
+// Reads are served from immutable znode views, in parallel with apply. Watches belong to
+// connections, never to the replicated state; they are dropped when their connection closes and
+// re-registered by clients with setWatches. Sessions and ephemerals are replicated; liveness is
+// kept by the consensus leader.
+//
+// A standalone server is a one-voter Raft cluster: Start with no Peers. StartCluster starts an
+// N-server cluster in one process (tests, embedding). Config documents every knob; the zkd
+// binary maps zoo.cfg onto it.
+//
+// Operations surface: four-letter words on the client port (Config.FourLetterWords), and an
+// optional admin HTTP server (Config.AdminAddr) with Prometheus /metrics, /ready and
+// /commands/<name> JSON like ZooKeeper's AdminServer.
+//
+// Lock order: Server.mu, then watchManager.mu, then outQueue.mu. The apply hook takes only
+// watchManager.mu and outQueue.mu and never blocks on a client.
+package server

@@ -1,0 +1,147 @@
+package server
+
+import (
+	"errors"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/zkd-io/zkd/jute"
+)
+
+// errSlowConsumer reports a client that did not read its replies and notifications fast enough.
+var errSlowConsumer = errors.New("server: slow consumer: outbound limit reached")
+
+// outQueue is a connection's single ordered output: replies, ping replies and watch
+// notifications are encoded straight into one byte buffer under a mutex, in the order they are
+// queued. The connection's writer goroutine swaps the buffer for an empty one and writes it in one
+// call, so every burst is one coalesced write. Pushing never blocks: a queue that grows past its
+// limit marks the connection as a slow consumer and closes it, so watch delivery never stalls
+// apply.
+type outQueue struct {
+	mu struct {
+		sync.Mutex
+		buf       []byte
+		closed    bool  // no more frames are accepted
+		finish    bool  // close the socket once what is queued is written
+		err       error // why the queue was closed
+		sentCount int64 // frames queued
+	}
+	limit int
+	wake  chan struct{}
+}
+
+func newOutQueue(limit int) *outQueue {
+	return &outQueue{limit: limit, wake: make(chan struct{}, 1)}
+}
+
+func (q *outQueue) signal() {
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+// pushReply queues a reply frame. body is encoded only when h.Err is OK (error replies are
+// header-only). It reports false if the queue is closed or overflowed.
+func (q *outQueue) pushReply(h jute.ReplyHeader, body jute.Record) bool {
+	if h.Err != jute.CodeOK {
+		body = nil
+	}
+	return q.pushFrame(&h, body)
+}
+
+// pushFrame queues one frame holding recs in order (nil records are skipped).
+func (q *outQueue) pushFrame(recs ...jute.Record) bool {
+	q.mu.Lock()
+	if q.mu.closed {
+		q.mu.Unlock()
+		return false
+	}
+	q.mu.buf = jute.AppendFrame(q.mu.buf, recs...)
+	q.mu.sentCount++
+	over := len(q.mu.buf) > q.limit
+	if over {
+		q.mu.closed = true
+		q.mu.err = errSlowConsumer
+		q.mu.buf = q.mu.buf[:0]
+	}
+	q.mu.Unlock()
+	q.signal()
+	return !over
+}
+
+// close stops the queue. With flush, what is already queued is still written before the socket
+// closes (closeSession's reply); without it, pending output is dropped.
+func (q *outQueue) close(err error, flush bool) {
+	q.mu.Lock()
+	if !q.mu.closed {
+		q.mu.closed = true
+		q.mu.err = err
+		if flush {
+			q.mu.finish = true
+		} else {
+			q.mu.buf = q.mu.buf[:0]
+		}
+	}
+	q.mu.Unlock()
+	q.signal()
+}
+
+// pending returns the number of bytes queued and not yet handed to the writer.
+func (q *outQueue) pending() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.mu.buf)
+}
+
+// writeLoop is the only goroutine that writes to nc. It returns when the queue is closed and
+// drained, or when a write fails, and closes nc either way.
+func (q *outQueue) writeLoop(nc net.Conn, writeTimeout time.Duration, sent func(bytes int)) error {
+	defer nc.Close()
+	var spare []byte
+	for {
+		q.mu.Lock()
+		buf := q.mu.buf
+		closed, finish, err := q.mu.closed, q.mu.finish, q.mu.err
+		if len(buf) > 0 {
+			q.mu.buf = spare[:0]
+		}
+		q.mu.Unlock()
+		if len(buf) > 0 {
+			if writeTimeout > 0 {
+				_ = nc.SetWriteDeadline(time.Now().Add(writeTimeout))
+			}
+			if _, werr := nc.Write(buf); werr != nil {
+				q.close(werr, false)
+				return werr
+			}
+			if sent != nil {
+				sent(len(buf))
+			}
+			if cap(buf) <= 1<<20 {
+				spare = buf[:0]
+			} else {
+				spare = nil
+			}
+			continue
+		}
+		if closed {
+			if finish {
+				return nil
+			}
+			return err
+		}
+		<-q.wake
+	}
+}
+
+// pushRaw queues bytes without framing (four-letter word output).
+func (q *outQueue) pushRaw(b []byte) {
+	q.mu.Lock()
+	if !q.mu.closed {
+		q.mu.buf = append(q.mu.buf, b...)
+	}
+	q.mu.Unlock()
+	q.signal()
+}

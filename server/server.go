@@ -1,0 +1,376 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/zkd-io/zkd/consensus"
+	"github.com/zkd-io/zkd/znode"
+)
+
+// ErrServerClosed is returned by operations on a server that was shut down.
+var ErrServerClosed = errors.New("server: closed")
+
+// Server is a ZooKeeper-compatible server: a client listener in front of a consensus node. It is
+// created running by Start and stopped by Shutdown or Close. All its state is per instance, so
+// any number of servers can run in one process.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	backend backend
+	// stopBackend shuts the consensus node down.
+	stopBackend func() error
+	// node is the consensus node (nil for test backends), for statistics.
+	node *consensus.Node
+
+	ln      net.Listener
+	watches *watchManager
+	// published is the newest view whose watch events have all been queued; reads use it.
+	published atomic.Pointer[znode.View]
+	started   time.Time
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu struct {
+		sync.Mutex
+		conns    map[*conn]struct{}
+		perIP    map[string]int
+		sessions map[int64]*conn
+		closing  bool
+	}
+	stats    serverStats
+	admin    *http.Server
+	adminLn  net.Listener
+	shutOnce sync.Once
+	shutErr  error
+}
+
+// Start starts a server as cfg describes: it opens the consensus node (a one-voter cluster when
+// cfg.Peers is empty), binds the client listener and, if configured, the admin server, and serves
+// until Shutdown or Close.
+func Start(cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	s := newServer(cfg)
+	be, stop, err := openConsensus(s)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.run(be, stop); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func newServer(cfg Config) *Server {
+	s := &Server{cfg: cfg, log: cfg.Logger, started: time.Now()}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.watches = newWatchManager(0)
+	s.mu.conns = make(map[*conn]struct{})
+	s.mu.perIP = make(map[string]int)
+	s.mu.sessions = make(map[int64]*conn)
+	return s
+}
+
+// run binds the listeners and starts the server's goroutines on top of be.
+func (s *Server) run(be backend, stop func() error) error {
+	s.backend, s.stopBackend = be, stop
+	v := be.View()
+	s.publish(v)
+	s.watches.advance(v.Zxid())
+	ln := s.cfg.Listener
+	if ln == nil {
+		var err error
+		ln, err = net.Listen("tcp", s.cfg.Addr)
+		if err != nil {
+			_ = stop()
+			return fmt.Errorf("server: listen %s: %w", s.cfg.Addr, err)
+		}
+	}
+	s.ln = ln
+	if err := s.startAdmin(); err != nil {
+		_ = ln.Close()
+		_ = stop()
+		return err
+	}
+	s.wg.Go(s.acceptLoop)
+	s.wg.Go(s.housekeeping)
+	s.log.Info("serving clients", "addr", ln.Addr().String(), "serverID", s.cfg.ServerID)
+	return nil
+}
+
+// Addr returns the client address the server listens on.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// AdminAddr returns the admin HTTP address, or "" when the admin server is off.
+func (s *Server) AdminAddr() string {
+	if s.adminLn == nil {
+		return ""
+	}
+	return s.adminLn.Addr().String()
+}
+
+// view returns the view reads are served from.
+func (s *Server) view() *znode.View { return s.published.Load() }
+
+// publish makes v the read view unless a newer one is already published.
+func (s *Server) publish(v *znode.View) {
+	for {
+		cur := s.published.Load()
+		if cur != nil && cur.Zxid() > v.Zxid() {
+			return
+		}
+		if s.published.CompareAndSwap(cur, v) {
+			return
+		}
+	}
+}
+
+// onApply is the consensus apply hook: it queues the transaction's watch events on the watching
+// connections, then publishes the view that contains it. It runs on the FSM goroutine and never
+// blocks on a client.
+func (s *Server) onApply(zxid int64, r *znode.Result, view func() *znode.View) {
+	if len(r.Events) > 0 {
+		s.watches.fire(zxid, r.Events)
+	} else {
+		s.watches.advance(zxid)
+	}
+	if view != nil {
+		s.publish(view())
+	}
+}
+
+// onRestore handles the tree being replaced by a snapshot: watches may have missed events, so
+// every client is disconnected and reconnects (re-registering its watches with setWatches).
+func (s *Server) onRestore(v *znode.View) {
+	s.watches.advance(v.Zxid())
+	s.published.Store(v)
+	s.dropClients("state restored from a snapshot")
+}
+
+// dropClients closes every client connection.
+func (s *Server) dropClients(why string) {
+	s.mu.Lock()
+	conns := make([]*conn, 0, len(s.mu.conns))
+	for c := range s.mu.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	if len(conns) > 0 {
+		s.log.Info("closing client connections", "reason", why, "count", len(conns))
+	}
+	for _, c := range conns {
+		c.abort(errClosedByServer)
+	}
+}
+
+func (s *Server) acceptLoop() {
+	var backoff time.Duration
+	for {
+		nc, err := s.ln.Accept()
+		if err != nil {
+			if s.isClosing() {
+				return
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				time.Sleep(backoff)
+				continue
+			}
+			s.log.Error("accept failed; client listener stopped", "err", err)
+			return
+		}
+		backoff = 0
+		if tc, ok := nc.(*net.TCPConn); ok {
+			_ = tc.SetNoDelay(true)
+		}
+		c := newConn(s, nc)
+		if reason := s.admit(c); reason != "" {
+			s.stats.connectionRejected.Add(1)
+			s.log.Debug("connection refused", "remote", c.remote, "reason", reason)
+			_ = nc.Close()
+			continue
+		}
+		s.wg.Go(func() { c.serve(s.ctx) })
+	}
+}
+
+// admit registers a new connection, or returns why it is refused.
+func (s *Server) admit(c *conn) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.mu.closing:
+		return "shutting down"
+	case s.cfg.MaxClientConns > 0 && s.mu.perIP[c.ip] >= s.cfg.MaxClientConns:
+		return "too many connections from this address (maxClientCnxns)"
+	case s.cfg.MaxConns > 0 && len(s.mu.conns) >= s.cfg.MaxConns:
+		return "too many connections (maxCnxns)"
+	}
+	s.mu.conns[c] = struct{}{}
+	s.mu.perIP[c.ip]++
+	return ""
+}
+
+// attach makes c the connection of its session, closing the session's previous connection on
+// this server. It reports false when the server is shutting down.
+func (s *Server) attach(c *conn) bool {
+	s.mu.Lock()
+	if s.mu.closing {
+		s.mu.Unlock()
+		return false
+	}
+	old := s.mu.sessions[c.session()]
+	s.mu.sessions[c.session()] = c
+	s.mu.Unlock()
+	if old != nil && old != c {
+		old.log.Debug("session moved to a new connection")
+		old.abort(errClosedByServer)
+	}
+	return true
+}
+
+// detach forgets c as its session's connection.
+func (s *Server) detach(c *conn) {
+	s.mu.Lock()
+	if sid := c.session(); sid != 0 && s.mu.sessions[sid] == c {
+		delete(s.mu.sessions, sid)
+	}
+	s.mu.Unlock()
+}
+
+// connClosed is called once by a connection's serve when it ends.
+func (s *Server) connClosed(c *conn) {
+	s.watches.removeConn(c)
+	s.detach(c)
+	s.mu.Lock()
+	delete(s.mu.conns, c)
+	if s.mu.perIP[c.ip]--; s.mu.perIP[c.ip] <= 0 {
+		delete(s.mu.perIP, c.ip)
+	}
+	s.mu.Unlock()
+	// A watch registered while the connection was closing would outlive it; drop again.
+	s.watches.removeConn(c)
+}
+
+func (s *Server) isClosing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.closing
+}
+
+// connections returns a snapshot of the open connections.
+func (s *Server) connections() []*conn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*conn, 0, len(s.mu.conns))
+	for c := range s.mu.conns {
+		out = append(out, c)
+	}
+	return out
+}
+
+// housekeeping closes connections whose session ended (expired or closed elsewhere) and, while
+// this server is not serving (no leader), every client connection, so that clients move to a
+// healthy server.
+func (s *Server) housekeeping() {
+	interval := max(s.cfg.TickTime/2, 10*time.Millisecond)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		}
+		if !s.backend.Serving() {
+			s.dropClients("lost contact with the leader")
+			continue
+		}
+		v := s.view()
+		s.mu.Lock()
+		var gone []*conn
+		for sid, c := range s.mu.sessions {
+			if _, ok := v.Session(sid); !ok {
+				gone = append(gone, c)
+			}
+		}
+		s.mu.Unlock()
+		for _, c := range gone {
+			c.log.Debug("session ended; closing its connection")
+			c.abort(errSessionGone)
+		}
+	}
+}
+
+// Shutdown stops the server gracefully: it stops accepting connections, closes the client
+// connections (their sessions live on and may reconnect elsewhere), waits for the connection
+// goroutines until ctx ends, and stops the consensus node. It is safe to call more than once.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.shutOnce.Do(func() {
+		s.mu.Lock()
+		s.mu.closing = true
+		s.mu.Unlock()
+		_ = s.ln.Close()
+		if s.admin != nil {
+			_ = s.admin.Shutdown(ctx)
+		}
+		s.cancel()
+		s.dropClients("shutting down")
+		done := make(chan struct{})
+		go func() { s.wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			s.shutErr = ctx.Err()
+		}
+		if err := s.stopBackend(); err != nil && s.shutErr == nil {
+			s.shutErr = err
+		}
+		<-done
+		s.log.Info("server stopped")
+	})
+	return s.shutErr
+}
+
+// Close stops the server at once; it is Shutdown with an already cancelled context for the
+// connection drain.
+func (s *Server) Close() error {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := s.Shutdown(ctx)
+	if errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	return err
+}
+
+// Serving reports whether the server currently accepts clients: it is (or hears from) an
+// established leader and has caught up.
+func (s *Server) Serving() bool { return s.backend.Serving() }
+
+// WaitServing blocks until the server serves clients or ctx ends.
+func (s *Server) WaitServing(ctx context.Context) error {
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for !s.backend.Serving() {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("server: not serving: %w", ctx.Err())
+		case <-t.C:
+		}
+	}
+	return nil
+}
