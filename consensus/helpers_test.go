@@ -20,7 +20,7 @@ import (
 var openACL = []jute.ACL{{Perms: jute.PermAll, ID: jute.Id{Scheme: "world", ID: "anyone"}}}
 
 func testLogger(t testing.TB) *slog.Logger {
-	level := slog.LevelWarn + 4 // quiet unless asked: raft logs expected failures loudly
+	level := slog.LevelError + 4 // quiet unless asked: raft logs expected failures as errors
 	if os.Getenv("ZKD_TEST_LOG") != "" {
 		level = slog.LevelDebug
 	}

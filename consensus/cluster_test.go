@@ -1,0 +1,272 @@
+package consensus
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/zkd-io/zkd/jute"
+)
+
+func TestClusterForwardingAndReadYourWrites(t *testing.T) {
+	c := newCluster(t, 3, false, nil)
+	leader := c.leader()
+	ctx := ctxT(t, 20*time.Second)
+	for _, f := range c.followers() {
+		for i := range 20 {
+			path := fmt.Sprintf("/%s-%d", f.ID(), i)
+			res, err := f.Propose(ctx, createReq(path, []byte(path), jute.ModePersistent))
+			if err != nil || res.Err != nil {
+				t.Fatalf("create %s via follower %s: %v %v", path, f.ID(), err, res.Err)
+			}
+			// The follower answers only after its own FSM applied the write.
+			if d, st, ok := getData(t, f, path); !ok || string(d) != path || st.Czxid != res.Zxid {
+				t.Fatalf("follower %s does not see its own write %s: %q %v", f.ID(), path, d, ok)
+			}
+			if !c.recs[f.ID()].has(res.Zxid) {
+				t.Fatalf("apply hook on %s missed zxid %d", f.ID(), res.Zxid)
+			}
+		}
+	}
+	if got := leader.Stats().Forwarded; got != 0 {
+		t.Errorf("leader forwarded %d proposals; want 0", got)
+	}
+	for _, f := range c.followers() {
+		if got := f.Stats().Forwarded; got < 20 {
+			t.Errorf("follower %s forwarded %d proposals; want >= 20", f.ID(), got)
+		}
+	}
+	c.converge()
+}
+
+func TestSessionOrderPipelined(t *testing.T) {
+	c := newCluster(t, 3, true, nil)
+	c.leader()
+	f := c.followers()[0]
+	ctx := ctxT(t, 20*time.Second)
+	// One session pipelines 200 writes: Start in order, wait afterwards.
+	var pend []*Pending
+	for i := range 200 {
+		p := setReq("/", []byte{byte(i)}, int32(i))
+		p.Session = 42
+		pd, err := f.Start(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pend = append(pend, pd)
+	}
+	var last int64
+	for i, pd := range pend {
+		res, err := pd.Wait(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// setData with version i succeeds only if the writes applied in Start order.
+		if res.Err != nil || res.Zxid <= last {
+			t.Fatalf("write %d: err %v zxid %d (previous %d)", i, res.Err, res.Zxid, last)
+		}
+		last = res.Zxid
+	}
+}
+
+func TestSyncOnFollower(t *testing.T) {
+	c := newCluster(t, 3, true, func(cfg *Config) { cfg.CommitTimeout = 200 * time.Millisecond })
+	leader := c.leader()
+	ctx := ctxT(t, 20*time.Second)
+	for i := range 10 {
+		res, err := leader.Propose(ctx, createReq(fmt.Sprintf("/s%d", i), nil, jute.ModePersistent))
+		if err != nil || res.Err != nil {
+			t.Fatal(err, res.Err)
+		}
+		for _, f := range c.followers() {
+			if err := f.Sync(ctx); err != nil {
+				t.Fatalf("sync on %s: %v", f.ID(), err)
+			}
+			if f.LastZxid() < res.Zxid {
+				t.Fatalf("after sync %s is at %d; the write was %d", f.ID(), f.LastZxid(), res.Zxid)
+			}
+		}
+	}
+}
+
+// writer proposes creates through node until stopped and records the acknowledged ones.
+type writer struct {
+	mu    sync.Mutex
+	acked map[string]int64
+	fails int
+}
+
+func (w *writer) run(t *testing.T, c *cluster, via func() *Node, prefix string, stop <-chan struct{}) {
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		n := via()
+		if n == nil {
+			continue
+		}
+		path := fmt.Sprintf("/%s%06d", prefix, i)
+		ctx := ctxT(t, 10*time.Second)
+		res, err := n.Propose(ctx, createReq(path, nil, jute.ModePersistent))
+		w.mu.Lock()
+		if err == nil && res.Err == nil {
+			w.acked[path] = res.Zxid
+		} else {
+			w.fails++
+		}
+		w.mu.Unlock()
+	}
+}
+
+func TestLeaderKillNoAcknowledgedWriteLost(t *testing.T) {
+	c := newCluster(t, 3, false, nil)
+	old := c.leader()
+	var mu sync.Mutex
+	targets := map[string]*Node{}
+	for _, n := range c.running() {
+		targets[n.ID()] = n
+	}
+	via := func(id string) func() *Node {
+		return func() *Node { mu.Lock(); defer mu.Unlock(); return targets[id] }
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	ws := map[string]*writer{}
+	for _, id := range c.ids {
+		if id == old.ID() {
+			continue
+		}
+		w := &writer{acked: map[string]int64{}}
+		ws[id] = w
+		wg.Go(func() { w.run(t, c, via(id), id+"-", stop) })
+	}
+	eventually(t, 10*time.Second, "some writes", func() bool {
+		for _, w := range ws {
+			w.mu.Lock()
+			n := len(w.acked)
+			w.mu.Unlock()
+			if n < 20 {
+				return false
+			}
+		}
+		return true
+	})
+	killed := time.Now()
+	before := c.running()[0].LastZxid()
+	c.stop(old.ID())
+	newLeader := c.leader()
+	var resumed time.Duration
+	eventually(t, 10*time.Second, "a write after the kill", func() bool {
+		if newLeader.LastZxid() > before+5 {
+			resumed = time.Since(killed)
+			return true
+		}
+		return false
+	})
+	t.Logf("leader %s killed; %s leads; writes resumed after %v", old.ID(), newLeader.ID(), resumed)
+	time.Sleep(200 * time.Millisecond) // let writes run under the new leader for a while
+	close(stop)
+	wg.Wait()
+	c.converge()
+	for id, w := range ws {
+		for path, zxid := range w.acked {
+			for _, n := range c.running() {
+				if _, st, ok := getData(t, n, path); !ok || st.Czxid != zxid {
+					t.Fatalf("acknowledged %s (zxid %d, via %s) missing or different on %s: %+v %v", path, zxid, id, n.ID(), st, ok)
+				}
+			}
+		}
+		t.Logf("writer via %s: %d acknowledged, %d failed", id, len(w.acked), w.fails)
+	}
+	// The old leader rejoins and converges.
+	c.start(old.ID())
+	c.converge()
+}
+
+func TestMinorityPartitionCannotCommit(t *testing.T) {
+	c := newCluster(t, 3, false, func(cfg *Config) { cfg.HoldTimeout = 500 * time.Millisecond })
+	leader := c.leader()
+	ctx := ctxT(t, 30*time.Second)
+	if _, err := leader.Propose(ctx, createReq("/before", nil, jute.ModePersistent)); err != nil {
+		t.Fatal(err)
+	}
+	c.converge()
+
+	// Cut the leader off: it cannot commit; the majority elects a new leader and continues.
+	c.fab.Isolate(leader.ID(), c.ids)
+	res, err := leader.Propose(ctx, createReq("/minority", nil, jute.ModePersistent))
+	if err == nil {
+		t.Fatalf("isolated old leader committed a write: %+v", res)
+	}
+	if !errors.Is(err, ErrUnknownOutcome) && !errors.Is(err, ErrNoLeader) {
+		t.Fatalf("isolated leader error = %v; want ErrUnknownOutcome or ErrNoLeader", err)
+	}
+	var others []string
+	for _, id := range c.ids {
+		if id != leader.ID() {
+			others = append(others, id)
+		}
+	}
+	nl := c.leader(others...)
+	for i := range 20 {
+		res, err := nl.Propose(ctx, createReq(fmt.Sprintf("/majority%d", i), nil, jute.ModePersistent))
+		if err != nil || res.Err != nil {
+			t.Fatalf("majority write %d: %v %v", i, err, res.Err)
+		}
+	}
+	eventually(t, 5*time.Second, "the isolated node to stop serving", func() bool { return !leader.Serving() })
+	if _, _, ok := getData(t, leader, "/minority"); ok {
+		t.Fatalf("/minority applied on the isolated node")
+	}
+
+	c.fab.Heal()
+	c.converge()
+	for _, n := range c.running() {
+		if _, _, ok := getData(t, n, "/minority"); ok {
+			t.Fatalf("/minority exists on %s after healing", n.ID())
+		}
+		if _, _, ok := getData(t, n, "/majority19"); !ok {
+			t.Fatalf("/majority19 missing on %s after healing", n.ID())
+		}
+	}
+	eventually(t, 5*time.Second, "all nodes serving after healing", func() bool {
+		for _, n := range c.running() {
+			if !n.Serving() {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func TestFollowerCatchesUpBySnapshot(t *testing.T) {
+	var restored sync.Map
+	c := newCluster(t, 3, false, func(cfg *Config) {
+		cfg.SnapshotThreshold = 100
+		cfg.TrailingLogs = 20
+		id := cfg.ID
+		cfg.OnRestore = func(zxid int64) { restored.Store(id, zxid) }
+	})
+	leader := c.leader()
+	lag := c.followers()[0]
+	c.stop(lag.ID())
+	ctx := ctxT(t, 30*time.Second)
+	for i := range 300 {
+		res, err := leader.Propose(ctx, createReq(fmt.Sprintf("/c%03d", i), []byte("x"), jute.ModePersistent))
+		if err != nil || res.Err != nil {
+			t.Fatalf("write %d: %v %v", i, err, res.Err)
+		}
+	}
+	if err := leader.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	c.start(lag.ID())
+	zxid := c.converge()
+	if _, ok := restored.Load(lag.ID()); !ok {
+		t.Fatalf("%s caught up to %d without installing a snapshot", lag.ID(), zxid)
+	}
+}
