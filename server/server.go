@@ -374,3 +374,7 @@ func (s *Server) WaitServing(ctx context.Context) error {
 	}
 	return nil
 }
+
+// DropClients closes every client connection; the sessions live on, so clients reconnect
+// (here or elsewhere) and re-register their watches. Tests use it to force a reconnect.
+func (s *Server) DropClients() { s.dropClients("requested") }

@@ -1,0 +1,303 @@
+package server_test
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/zkd-io/zkd/conformance"
+	"github.com/zkd-io/zkd/jute"
+	"github.com/zkd-io/zkd/server"
+	"github.com/zkd-io/zkd/server/zkdtest"
+)
+
+func dialRaw(t *testing.T, addr string) *conformance.Raw {
+	t.Helper()
+	r, err := conformance.DialRaw(addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close() })
+	return r
+}
+
+func rawSession(t *testing.T, addr string) *conformance.Raw {
+	t.Helper()
+	r := dialRaw(t, addr)
+	if err := r.NewSession(10000); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestHandshakeReadOnlyByteMirrored(t *testing.T) {
+	s := zkdtest.Start(t)
+	for _, tc := range []struct {
+		hasRO bool
+		want  int
+	}{{false, 36}, {true, 37}} {
+		r := dialRaw(t, s.Addr())
+		resp, b, err := r.Handshake(jute.ConnectRequest{TimeOut: 5000, Passwd: make([]byte, 16), HasReadOnly: tc.hasRO})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b) != tc.want || resp.SessionID == 0 || len(resp.Passwd) != 16 {
+			t.Errorf("readOnly byte sent=%v: response %d bytes, session 0x%x; want %d bytes and a session",
+				tc.hasRO, len(b), resp.SessionID, tc.want)
+		}
+	}
+}
+
+func TestHandshakeTimeoutClamped(t *testing.T) {
+	s := zkdtest.Start(t, zkdtest.WithConfig(func(c *server.Config) {
+		c.TickTime = 2 * time.Second
+		c.MinSessionTimeout, c.MaxSessionTimeout = 0, 0
+	}))
+	for _, tc := range []struct{ ask, want int32 }{{1000, 4000}, {100000, 40000}, {10000, 10000}} {
+		r := dialRaw(t, s.Addr())
+		resp, _, err := r.Handshake(jute.ConnectRequest{TimeOut: tc.ask, Passwd: make([]byte, 16)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.TimeOut != tc.want {
+			t.Errorf("asked %d ms: negotiated %d; want %d", tc.ask, resp.TimeOut, tc.want)
+		}
+	}
+}
+
+func TestHandshakeBadSessions(t *testing.T) {
+	s := zkdtest.Start(t)
+	first := rawSession(t, s.Addr())
+	sess := first.Session
+
+	for name, req := range map[string]jute.ConnectRequest{
+		"wrong password": {TimeOut: 5000, SessionID: sess.SessionID, Passwd: make([]byte, 16), HasReadOnly: true},
+		"unknown id":     {TimeOut: 5000, SessionID: sess.SessionID + 12345, Passwd: sess.Passwd, HasReadOnly: true},
+	} {
+		r := dialRaw(t, s.Addr())
+		resp, b, err := r.Handshake(req)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		want := jute.ConnectResponse{Passwd: make([]byte, 16), HasReadOnly: true}
+		if resp.TimeOut != 0 || resp.SessionID != 0 || !bytes.Equal(resp.Passwd, want.Passwd) || len(b) != 37 {
+			t.Errorf("%s: response %+v (%d bytes); want the zeroed 37-byte response", name, resp, len(b))
+		}
+		if err := r.ExpectClosed(3 * time.Second); err != nil {
+			t.Errorf("%s: after the zeroed response: %v", name, err)
+		}
+	}
+
+	// A client that has seen a newer zxid than the server gets no reply at all.
+	r := dialRaw(t, s.Addr())
+	if err := r.WriteBytes(conformance.Frame(jute.Marshal(nil, &jute.ConnectRequest{LastZxidSeen: 1 << 40, TimeOut: 5000, Passwd: make([]byte, 16)}))); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.ExpectClosed(5 * time.Second); err != nil {
+		t.Errorf("client ahead of the server: %v", err)
+	}
+}
+
+func TestReattachClosesOldConnection(t *testing.T) {
+	s := zkdtest.Start(t)
+	old := rawSession(t, s.Addr())
+	if _, err := old.Do(jute.OpCreate, &jute.CreateRequest{Path: "/eph", ACL: openACL, Flags: jute.ModeEphemeral}, &jute.CreateResponse{}); err != nil {
+		t.Fatal(err)
+	}
+	r := dialRaw(t, s.Addr())
+	resp, _, err := r.Handshake(jute.ConnectRequest{TimeOut: 6000, SessionID: old.Session.SessionID, Passwd: old.Session.Passwd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.SessionID != old.Session.SessionID || resp.TimeOut != 6000 {
+		t.Fatalf("reattach: %+v; want the same session with timeout 6000", resp)
+	}
+	if err := old.ExpectClosed(3 * time.Second); err != nil {
+		t.Errorf("old connection: %v", err)
+	}
+	var eph jute.GetEphemeralsResponse
+	if _, err := r.Do(jute.OpGetEphemerals, &jute.GetEphemeralsRequest{PrefixPath: "/"}, &eph); err != nil {
+		t.Fatal(err)
+	}
+	if len(eph.Ephemerals) != 1 || eph.Ephemerals[0] != "/eph" {
+		t.Errorf("getEphemerals after reattach = %v; want [/eph]", eph.Ephemerals)
+	}
+}
+
+var openACL = []jute.ACL{{Perms: jute.PermAll, ID: jute.Id{Scheme: "world", ID: "anyone"}}}
+
+// The Java client writes ConnectRequest, auth and setWatches in one go before it has the
+// ConnectResponse; the server must answer them in order after the handshake.
+func TestPipelinedAfterConnect(t *testing.T) {
+	s := zkdtest.Start(t)
+	setup := rawSession(t, s.Addr())
+	if _, err := setup.Do(jute.OpCreate, &jute.CreateRequest{Path: "/w", ACL: openACL}, &jute.CreateResponse{}); err != nil {
+		t.Fatal(err)
+	}
+	r := dialRaw(t, s.Addr())
+	var batch []byte
+	batch = append(batch, conformance.Frame(jute.Marshal(nil, &jute.ConnectRequest{TimeOut: 5000, Passwd: make([]byte, 16), HasReadOnly: true}))...)
+	batch = append(batch, conformance.EncodeRequest(jute.XidAuth, jute.OpAuth, &jute.AuthPacket{Scheme: "digest", Auth: []byte("alice:secret")})...)
+	batch = append(batch, conformance.EncodeRequest(jute.XidSetWatches, jute.OpSetWatches, &jute.SetWatches{
+		RelativeZxid: 0, DataWatches: []string{"/w"}, ExistWatches: []string{"/nope"}})...)
+	batch = append(batch, conformance.EncodeRequest(1, jute.OpWhoAmI, nil)...)
+	if err := r.WriteBytes(batch); err != nil {
+		t.Fatal(err)
+	}
+	b, err := r.ReadFrame()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cr jute.ConnectResponse
+	if err := jute.Unmarshal(b, 0, &cr); err != nil || cr.SessionID == 0 {
+		t.Fatalf("ConnectResponse %+v, %v", cr, err)
+	}
+	rep, err := r.ReadReplyFor(jute.XidAuth)
+	if err != nil || rep.Header.Err != 0 || rep.Header.Zxid != 0 {
+		t.Fatalf("auth reply %+v, %v; want xid -4, err 0, zxid 0", rep.Header, err)
+	}
+	// setWatches: /w changed after zxid 0, so NodeDataChanged comes first, then the reply.
+	rep, err = r.ReadReplyFor(jute.XidSetWatches)
+	if err != nil || rep.Header.Err != 0 {
+		t.Fatalf("setWatches reply %+v, %v", rep.Header, err)
+	}
+	if len(r.Events) != 1 {
+		t.Fatalf("catch-up events = %d; want 1", len(r.Events))
+	}
+	if ev, _ := r.Events[0].Event(); ev.Type != jute.EventNodeDataChanged || ev.Path != "/w" || r.Events[0].Header.Zxid != -1 {
+		t.Errorf("catch-up event %+v zxid %d; want NodeDataChanged /w with zxid -1", ev, r.Events[0].Header.Zxid)
+	}
+	r.Events = nil
+	rep, err = r.ReadReplyFor(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var who jute.WhoAmIResponse
+	if err := rep.Decode(&who); err != nil {
+		t.Fatal(err)
+	}
+	want := []jute.ClientInfo{{AuthScheme: "ip", User: "127.0.0.1"}, {AuthScheme: "digest", User: "alice"}}
+	if len(who.ClientInfo) != 2 || who.ClientInfo[0] != want[0] || who.ClientInfo[1] != want[1] {
+		t.Errorf("whoAmI = %+v; want %+v", who.ClientInfo, want)
+	}
+	// The exist watch on /nope was registered: creating it fires NodeCreated.
+	if _, err := setup.Do(jute.OpCreate, &jute.CreateRequest{Path: "/nope", ACL: openACL}, &jute.CreateResponse{}); err != nil {
+		t.Fatal(err)
+	}
+	ev, _, err := r.WaitEvent()
+	if err != nil || ev.Type != jute.EventNodeCreated || ev.Path != "/nope" {
+		t.Errorf("event %+v, %v; want NodeCreated /nope", ev, err)
+	}
+}
+
+func TestPingAndCloseSession(t *testing.T) {
+	s := zkdtest.Start(t)
+	r := rawSession(t, s.Addr())
+	rep, err := r.CallXid(77, jute.OpPing, nil)
+	if err == nil || !errors.Is(err, conformance.ErrUnexpectedXid) {
+		// Ping replies always carry -2; ReadReplyFor skips them, so read directly.
+		t.Logf("ping via CallXid: %+v %v", rep.Header, err)
+	}
+	if err := r.Send(5, jute.OpPing, nil); err != nil {
+		t.Fatal(err)
+	}
+	rep, err = r.ReadReply()
+	if err != nil || rep.Header.Xid != jute.XidPing {
+		t.Fatalf("ping reply %+v, %v; want xid -2", rep.Header, err)
+	}
+	// closeSession and a pipelined exists: only the close is answered, then the socket closes.
+	batch := append(conformance.EncodeRequest(10, jute.OpCloseSession, nil),
+		conformance.EncodeRequest(11, jute.OpExists, &jute.ExistsRequest{Path: "/"})...)
+	if err := r.WriteBytes(batch); err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.ReadUntilClosed(3 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Header.Xid != 10 || got[0].Header.Err != 0 {
+		t.Fatalf("after closeSession got %d frames (%+v); want only the close reply", len(got), got)
+	}
+	// The session is gone: reattaching gets the zeroed response.
+	r2 := dialRaw(t, s.Addr())
+	resp, _, err := r2.Handshake(jute.ConnectRequest{TimeOut: 5000, SessionID: r.Session.SessionID, Passwd: r.Session.Passwd})
+	if err != nil || resp.SessionID != 0 {
+		t.Errorf("reattach to a closed session: %+v, %v; want the zeroed response", resp, err)
+	}
+}
+
+func TestUnknownOpAndBadFrames(t *testing.T) {
+	s := zkdtest.Start(t, zkdtest.WithConfig(func(c *server.Config) { c.MaxFrameSize = 4096 }))
+
+	r := rawSession(t, s.Addr())
+	if err := r.Send(3, jute.Op(99), nil); err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.ReadUntilClosed(3 * time.Second)
+	if err != nil || len(got) != 1 || got[0].Header.Err != jute.CodeUnimplemented {
+		t.Errorf("unknown op: %+v, %v; want one Unimplemented reply, then close", got, err)
+	}
+
+	r = rawSession(t, s.Addr())
+	if err := r.Send(3, jute.OpCheck, &jute.CheckVersionRequest{Path: "/", Version: 0}); err != nil {
+		t.Fatal(err)
+	}
+	got, err = r.ReadUntilClosed(3 * time.Second)
+	if err != nil || len(got) != 1 || got[0].Header.Err != jute.CodeUnimplemented {
+		t.Errorf("top-level check: %+v, %v; want one Unimplemented reply, then close", got, err)
+	}
+
+	r = rawSession(t, s.Addr())
+	if _, err := r.Do(jute.OpSetData, &jute.SetDataRequest{Path: "/", Data: make([]byte, 8192), Version: -1}, nil); err == nil {
+		t.Error("a frame above MaxFrameSize was answered")
+	}
+
+	// A short body is a MarshallingError; the connection stays usable.
+	r = rawSession(t, s.Addr())
+	if err := r.WriteBytes(conformance.Frame([]byte{0, 0, 0, 9, 0, 0, 0, byte(jute.OpGetData), 0, 0})); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := r.ReadReplyFor(9)
+	if err != nil || rep.Header.Err != jute.CodeMarshallingError {
+		t.Errorf("short body: %+v, %v; want MarshallingError", rep.Header, err)
+	}
+	if _, err := r.Do(jute.OpExists, &jute.ExistsRequest{Path: "/"}, &jute.ExistsResponse{}); err != nil {
+		t.Errorf("exists after a bad frame: %v", err)
+	}
+}
+
+func TestSessionlessConnectionClosed(t *testing.T) {
+	s := zkdtest.Start(t, zkdtest.WithConfig(func(c *server.Config) { c.SessionlessTimeout = 200 * time.Millisecond }))
+	r := dialRaw(t, s.Addr())
+	if err := r.ExpectClosed(3 * time.Second); err != nil {
+		t.Errorf("silent connection: %v", err)
+	}
+}
+
+func TestMaxClientConns(t *testing.T) {
+	s := zkdtest.Start(t, zkdtest.WithConfig(func(c *server.Config) { c.MaxClientConns = 2 }))
+	a := rawSession(t, s.Addr())
+	rawSession(t, s.Addr())
+	third := dialRaw(t, s.Addr())
+	if err := third.ExpectClosed(3 * time.Second); err != nil {
+		t.Errorf("third connection from one IP: %v", err)
+	}
+	// Freeing a slot lets a new connection in.
+	_ = a.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		r, _ := conformance.DialRaw(s.Addr(), time.Second)
+		if r != nil {
+			if err := r.NewSession(5000); err == nil {
+				_ = r.Close()
+				return
+			}
+			_ = r.Close()
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no connection accepted after one closed")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
