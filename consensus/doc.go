@@ -1,0 +1,101 @@
+// Package consensus is zkd's replicated, durable znode state machine: hashicorp/raft over a
+// znode.Tree. A standalone server is a one-voter cluster, so there is one code path for all.
+//
+// # What it owns, and what it must not do
+//
+// It owns Raft (hashicorp/raft v1.7.3, raft-boltdb/v2 on bbolt), the FSM over znode, the log
+// entry encoding, proposing and waiting for the local apply, forwarding writes from followers to
+// the leader, the read index behind sync, session liveness and expiry on the leader, reaping of
+// TTL nodes and containers on the leader, membership changes, snapshots and recovery. It knows
+// nothing about client connections or the client wire protocol beyond the request bytes it carries.
+//
+// # Using a Node (the server's side)
+//
+//   - Start: New(Config). With no Raft state in Config.Dir (or Dir == "", in-memory stores for
+//     tests and embedding) it bootstraps a single voter, or the static cluster in Config.Peers
+//     (every member bootstraps with the same list). With state on disk it restarts from it.
+//     Shutdown stops everything it started and closes the stores.
+//   - Peer networking: one listener (Config.Listener, or Config.Network.Listen(Config.Addr)). The
+//     first byte of every peer connection is 0x01 (Raft's NetworkTransport) or 0x02 (the cluster
+//     RPC: forwarded writes, read index, touches, session validation, membership). Config.Network
+//     dials peers; tests plug internal/raftnet in to cut and slow links under both.
+//   - Writes: Propose(ctx, Proposal{Session, Auth, Op, Body}) with the client's jute-encoded
+//     request body. The leader stamps its wall-clock time into the entry; a follower forwards the
+//     proposal to the leader over the cluster RPC. Propose returns the znode.Result (Result.Err
+//     carries ZooKeeper's error code for a failed write, which still got a zxid) only after THIS
+//     node's FSM applied the entry, so the session reads its own write and watch events, queued
+//     by the apply hook, precede the reply. To pipeline one session's writes call Start in request
+//     order and Pending.Wait afterwards: consecutive Starts of one session get increasing zxids.
+//   - Errors: ErrNoLeader (nothing was proposed; no leader within HoldTimeout), ErrBadRequest
+//     (nothing proposed), ErrUnknownOutcome (proposed; it may or may not commit: the server
+//     reports connection loss), ErrShutdown. Start retries, with jitter, only while nothing can
+//     have been proposed. At most Config.MaxOutstanding proposals per node are outstanding; Start
+//     blocks beyond that.
+//   - Apply hook: Config.OnApply(zxid, *znode.Result) runs on every node, for every transaction,
+//     in zxid order, on the FSM goroutine, before the proposer's Propose returns. It must not
+//     block for long (it delays every later apply); queue, do not deliver, there.
+//     Config.OnRestore tells the server that a snapshot replaced the tree (close client
+//     connections: their watches may have missed events).
+//   - Reads: View() is the current immutable znode.View (O(1)); take the reply zxid from the same
+//     view. LastZxid() is the last applied zxid. Sync(ctx) is ZooKeeper's sync: a read index from
+//     the leader (note its commit index, confirm leadership with a heartbeat round, round down to
+//     the newest command entry) and then a wait until this node applied it. WaitApplied(ctx, zxid)
+//     waits for a zxid, e.g. for a client that has seen a newer zxid than this node.
+//   - Sessions: CreateSession(ctx, timeoutMs) (the leader picks the id: a server byte then a
+//     time-based counter, positive, never 0x8000000000000000; and a random 16-byte password).
+//     Touch(ids...) records client pings; touches go to the leader in batches every TickTime/2
+//     and are never logged. ValidateSession(ctx, id) asks the leader before a client reattaches on
+//     another server. Closing a session is a Propose with Op closeSession. Only the leader holds
+//     deadlines; it proposes expiry as one transaction closing the sessions and deleting their
+//     ephemerals; a new leader gives every session a full timeout once its FSM caught up.
+//   - Housekeeping on the leader: every Config.ReapInterval it asks View.ReapCandidates for
+//     expired TTL nodes and empty containers and proposes one reap transaction.
+//   - Membership: AddVoter, RemoveServer, TransferLeadership (forwarded to the leader), Members.
+//   - Serving signal: Serving() and Config.OnServing. True on a leader once it has taken over, and
+//     on a follower that hears from its leader and completed a read index since it last stopped
+//     serving. A server closes its clients and refuses new ones while it is false.
+//   - Stats() returns counters for four-letter words and metrics.
+//
+// # zxid = Raft log index
+//
+// A transaction's zxid is the Raft index of its entry. Every replica sees the same index for the
+// same entry, and indexes only grow: across terms (a new leader continues the log), restarts and
+// snapshot installs (the applied index restarts at the snapshot's). Failed writes consume an
+// index, as failed writes consume a zxid in ZooKeeper. Raft's own no-op, configuration and
+// barrier entries leave gaps, which clients do not mind: they only need zxids to grow. A separate
+// counter would have to be persisted and restored in step with the log for no gain. The epoch
+// (zxid>>32) stays 0 until 2^32 entries; it is cosmetic. The FSM tracks its own last applied
+// zxid (Raft's AppliedIndex counts entries handed to the FSM, including non-commands), and
+// snapshots carry it.
+//
+// # Log entries
+//
+// One client transaction per entry (a multi is one transaction): a type byte whose 0x80 bit says
+// "an older server may skip this", a format version, the leader's time, the session, the
+// proposer's tag and sequence number (to route the result to the waiting Propose), the op, the
+// caller's auth ids and the jute request body. Validation happens at apply time, in znode,
+// deterministically. An entry a server cannot decode, of a type without the ignorable bit, stops
+// that server (panic): continuing would let replicas diverge.
+//
+// # Storage and timing
+//
+// Dir/raft/raft.db is the bbolt log and stable store (NoFreelistSync and the map freelist: the
+// defaults made appends about 10x slower after a burst was truncated), behind a 512-entry log
+// cache; every append is fsynced. Dir/raft/snapshots holds FileSnapshotStore snapshots (2 kept).
+// A snapshot is taken every SnapshotThreshold entries (100k by default, ZooKeeper's snapCount, not
+// Raft's 8192) from an O(1) znode.View and written in the background while applies continue.
+// hashicorp/raft is pinned at v1.7.3 because v1.8.0 does not build with raft-boltdb/v2 v2.3.1
+// (raft 1.8 needs go-metrics v0.7, which dropped the compat package raft-boltdb imports); 1.8's
+// only addition, restoring committed logs at start, needs a log store raft-boltdb does not provide.
+// LAN timings by default: HeartbeatTimeout = ElectionTimeout = 300ms, LeaderLeaseTimeout 150ms,
+// CommitTimeout 5ms (an idle follower applies within a few ms instead of ~75ms): writes resume
+// about a second after a leader dies.
+//
+// # Concurrency and locks
+//
+// Node methods are safe for concurrent use. The FSM runs on Raft's single FSM goroutine; the tree
+// is read through atomic views. Locks: Node.mu guards the proposal table, RPC clients and touch
+// batch and is never held while calling Raft or the network; rpcClient.mu is taken without
+// Node.mu held; sessionTracker.mu and applyWait.mu are leaves. Every goroutine is started by
+// Node.goTracked (or New) and waited for by Shutdown.
+package consensus
