@@ -30,16 +30,19 @@ type Token struct {
 
 // leaseState is shared by a Lease and the handles Reenter returns.
 type leaseState struct {
-	s      *Session
-	token  Token
-	key    string // the recipe path, for context-scoped re-entry
-	write  bool   // an RWMutex write lease (or an exclusive one)
-	read   bool   // an RWMutex read lease
-	done   chan struct{}
-	stop   chan struct{} // closed to stop the monitor
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-	wg     sync.WaitGroup
+	s             *Session
+	token         Token
+	key           string   // the recipe path, for context-scoped re-entry
+	write         bool     // an RWMutex write lease (or an exclusive one)
+	read          bool     // an RWMutex read lease
+	rw            *RWMutex // the RWMutex of a read or write lease, for Downgrade
+	prefix        string   // the unique name prefix of the node
+	done          chan struct{}
+	stop          chan struct{} // closed to stop the monitor; guarded by mu
+	loseOnSuspend bool
+	ctx           context.Context
+	cancel        context.CancelCauseFunc
+	wg            sync.WaitGroup
 
 	mu struct {
 		sync.Mutex
@@ -79,8 +82,8 @@ func newLease(s *Session, g *grant, key string, write, read, loseOnSuspend bool)
 	st.mu.holds = 1
 	l := &Lease{st: st}
 	st.ctx, st.cancel = context.WithCancelCause(context.WithValue(context.Background(), leaseKey{}, l))
-	suspended := s.Suspended()
-	st.wg.Go(func() { st.monitor(loseOnSuspend, suspended) })
+	st.loseOnSuspend = loseOnSuspend
+	st.startMonitor(s.Suspended())
 	return l
 }
 
@@ -285,18 +288,32 @@ func (st *leaseState) end(err error) {
 }
 
 func (st *leaseState) stopMonitor() {
+	st.mu.Lock()
+	stop := st.stop
+	st.mu.Unlock()
 	select {
-	case <-st.stop:
+	case <-stop:
 	default:
-		close(st.stop)
+		close(stop)
 	}
 	st.wg.Wait()
+}
+
+// startMonitor starts (or, after stopMonitor, restarts) the monitor goroutine.
+func (st *leaseState) startMonitor(suspended <-chan struct{}) {
+	st.mu.Lock()
+	if isClosed(st.stop) {
+		st.stop = make(chan struct{})
+	}
+	stop := st.stop
+	st.mu.Unlock()
+	st.wg.Go(func() { st.monitor(st.loseOnSuspend, suspended, stop) })
 }
 
 // monitor watches the lease's own node and session and ends the lease when either goes. It
 // stops at Unlock or at the end of the lease. suspended is the session's suspension channel as
 // it was when the lock was granted, so a disconnection in between is not missed.
-func (st *leaseState) monitor(loseOnSuspend bool, suspended <-chan struct{}) {
+func (st *leaseState) monitor(loseOnSuspend bool, suspended <-chan struct{}, stop <-chan struct{}) {
 	lost, why := st.s.lost(st.token.SessionID)
 	var ch <-chan zk.Event
 	for {
@@ -322,7 +339,7 @@ func (st *leaseState) monitor(loseOnSuspend bool, suspended <-chan struct{}) {
 			case <-lost:
 				st.end(why())
 				return
-			case <-st.stop:
+			case <-stop:
 				return
 			}
 			continue
@@ -344,7 +361,7 @@ func (st *leaseState) monitor(loseOnSuspend bool, suspended <-chan struct{}) {
 				select {
 				case <-suspended:
 				case <-lost:
-				case <-st.stop:
+				case <-stop:
 					return
 				case <-time.After(100 * time.Millisecond):
 				}
@@ -361,7 +378,7 @@ func (st *leaseState) monitor(loseOnSuspend bool, suspended <-chan struct{}) {
 		case <-lost:
 			st.end(why())
 			return
-		case <-st.stop:
+		case <-stop:
 			return
 		case <-suspended:
 		}
