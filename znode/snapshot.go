@@ -2,6 +2,7 @@ package znode
 
 import (
 	"bufio"
+	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
@@ -179,13 +180,14 @@ func (s *snapReader) next(n int) []byte {
 		s.readErr(err)
 		return nil
 	}
-	buf := make([]byte, n)
-	if _, err := io.ReadFull(s.r, buf); err != nil {
+	// Larger than the buffer: grow with the bytes that actually arrive rather than trusting n.
+	var buf bytes.Buffer
+	if _, err := io.CopyN(&buf, s.r, int64(n)); err != nil {
 		s.readErr(err)
 		return nil
 	}
-	s.crc = crc32.Update(s.crc, crcTable, buf)
-	return buf
+	s.crc = crc32.Update(s.crc, crcTable, buf.Bytes())
+	return buf.Bytes()
 }
 
 func (s *snapReader) readErr(err error) {
