@@ -71,8 +71,8 @@ type Config struct {
 	SessionlessTimeout time.Duration
 
 	// FourLetterWords lists the four-letter words served on the client port
-	// (4lw.commands.whitelist); "*" enables all. Nil means DefaultFourLetterWords. srvr is always
-	// enabled, as in ZooKeeper.
+	// (4lw.commands.whitelist); "*" enables all, and words zkd does not know are ignored. Nil means
+	// DefaultFourLetterWords. srvr is always enabled, as in ZooKeeper.
 	FourLetterWords []string
 	// AdminAddr is the admin HTTP address (/metrics, /ready, /commands/<name>).
 	// Empty means no admin server.
@@ -180,11 +180,6 @@ func (c Config) Validate() error {
 	}
 	if c.SuperDigest != "" && !strings.HasPrefix(c.SuperDigest, "super:") {
 		return errors.New(`server: config: SuperDigest must look like "super:<base64 sha1>"`)
-	}
-	for _, w := range c.FourLetterWords {
-		if w != "*" && !knownWord(w) {
-			return fmt.Errorf("server: config: unknown four-letter word %q", w)
-		}
 	}
 	if len(c.Peers) > 0 {
 		if c.ServerID <= 0 {

@@ -1,0 +1,138 @@
+// Command zkd is a ZooKeeper-compatible coordination server replicated with Raft.
+//
+// Usage:
+//
+//	zkd                      standalone, durable: client port 2181, data in ./data
+//	zkd -config zoo.cfg      an existing ZooKeeper configuration (standalone or server.N cluster)
+//	zkd version              print the version
+//
+// SIGINT and SIGTERM stop it gracefully.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/zkd-io/zkd/server"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run is main without the exit, for tests.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "version" {
+		fmt.Fprintf(stdout, "zkd %s\n", server.Version)
+		return 0
+	}
+	fs := flag.NewFlagSet("zkd", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configPath := fs.String("config", "", "ZooKeeper `zoo.cfg` to read (default: standalone on :2181 with ./data)")
+	dataDir := fs.String("data", "", "data directory (overrides dataDir)")
+	addr := fs.String("addr", "", "client address host:port (overrides clientPort/clientPortAddress)")
+	admin := fs.String("admin", "", "admin HTTP address host:port, or \"off\" (overrides admin.*)")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	logJSON := fs.Bool("log-json", false, "log in JSON instead of text")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "zkd: unexpected argument %q\n", fs.Arg(0))
+		fs.Usage()
+		return 2
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		fmt.Fprintf(stderr, "zkd: -log-level: %v\n", err)
+		return 2
+	}
+	hopts := &slog.HandlerOptions{Level: level}
+	var h slog.Handler = slog.NewTextHandler(stderr, hopts)
+	if *logJSON {
+		h = slog.NewJSONHandler(stderr, hopts)
+	}
+	log := slog.New(h)
+
+	st := defaultSettings()
+	if *configPath != "" {
+		f, err := os.Open(*configPath)
+		if err != nil {
+			log.Error("cannot read config", "err", err)
+			return 1
+		}
+		st, err = parseZooCfg(f, log)
+		f.Close()
+		if err != nil {
+			log.Error("invalid config", "file", *configPath, "err", err)
+			return 1
+		}
+		for _, k := range st.ignored {
+			log.Info("config key ignored: zkd does not use it", "key", k)
+		}
+	}
+	if *dataDir != "" {
+		st.cfg.Dir = *dataDir
+	}
+	if *addr != "" {
+		st.cfg.Addr = *addr
+	}
+	switch *admin {
+	case "":
+	case "off":
+		st.cfg.AdminAddr = ""
+	default:
+		st.cfg.AdminAddr, st.adminExplicit = *admin, true
+	}
+	st.cfg.Logger = log
+	if err := os.MkdirAll(st.cfg.Dir, 0o750); err != nil {
+		log.Error("cannot create data directory", "dir", st.cfg.Dir, "err", err)
+		return 1
+	}
+	if st.cfg.AdminAddr != "" {
+		ln, err := net.Listen("tcp", st.cfg.AdminAddr)
+		switch {
+		case err == nil:
+			st.cfg.AdminListener = ln
+		case st.adminExplicit:
+			log.Error("cannot open the admin server", "addr", st.cfg.AdminAddr, "err", err)
+			return 1
+		default:
+			log.Warn("admin server disabled: its default port is busy", "addr", st.cfg.AdminAddr, "err", err)
+			st.cfg.AdminAddr = ""
+		}
+	}
+
+	srv, err := server.Start(st.cfg)
+	if err != nil {
+		if st.cfg.AdminListener != nil {
+			_ = st.cfg.AdminListener.Close()
+		}
+		log.Error("cannot start", "err", err)
+		return 1
+	}
+	log.Info("zkd started", "version", server.Version, "client", srv.Addr(), "admin", srv.AdminAddr(),
+		"dataDir", st.cfg.Dir, "serverID", st.cfg.ServerID, "peers", len(st.cfg.Peers))
+
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	s := <-sig
+	log.Info("shutting down", "signal", s.String())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		log.Error("shutdown", "err", err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseZooCfgStandalone(t *testing.T) {
+	dir := t.TempDir()
+	cfg := `# a stock ZooKeeper sample
+tickTime=2000
+initLimit=10
+syncLimit=5
+dataDir=` + dir + `
+clientPort=2182
+maxClientCnxns=0
+4lw.commands.whitelist=ruok, srvr,mntr
+admin.enableServer=false
+extendedTypesEnabled=true
+autopurge.purgeInterval=1
+metricsProvider.className=org.apache.zookeeper.metrics.prometheus.PrometheusMetricsProvider
+`
+	st, err := parseZooCfg(strings.NewReader(cfg), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := st.cfg
+	if c.Addr != ":2182" || c.Dir != dir || c.TickTime != 2*time.Second || c.MaxClientConns != -1 ||
+		!c.ExtendedTypesEnabled || c.AdminAddr != "" || len(c.Peers) != 0 {
+		t.Errorf("config = %+v", c)
+	}
+	if strings.Join(c.FourLetterWords, ",") != "ruok,srvr,mntr" {
+		t.Errorf("FourLetterWords = %v", c.FourLetterWords)
+	}
+	if strings.Join(st.ignored, ",") != "autopurge.purgeInterval,metricsProvider.className" {
+		t.Errorf("ignored = %v", st.ignored)
+	}
+}
+
+func TestParseZooCfgCluster(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "myid"), []byte("2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := "tickTime=1000\ndataDir=" + dir + "\n" +
+		"server.1=127.0.0.1:2888:3888;127.0.0.1:2181\n" +
+		"server.2=127.0.0.1:2889:3889;2182\n" +
+		"server.3=127.0.0.1:2890:3890:participant;127.0.0.1:2183\n"
+	st, err := parseZooCfg(strings.NewReader(cfg), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := st.cfg
+	if c.ServerID != 2 || len(c.Peers) != 3 || c.Addr != ":2182" || c.Peers[1].PeerAddr != "127.0.0.1:2889" {
+		t.Errorf("config = %+v", c)
+	}
+}
+
+func TestParseZooCfgErrorsNameTheKey(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct{ line, key string }{
+		{"tickTime=0", "tickTime"},
+		{"maxClientCnxns=lots", "maxClientCnxns"},
+		{"server.x=127.0.0.1:1:2", "server.x"},
+		{"server.1=127.0.0.1:2888", "server.1"},
+		{"admin.enableServer=maybe", "admin.enableServer"},
+		{"minSessionTimeout=9000\nmaxSessionTimeout=4000", "minSessionTimeout"},
+	} {
+		cfg := "dataDir=" + dir + "\nclientPort=2181\n" + tc.line + "\n"
+		_, err := parseZooCfg(strings.NewReader(cfg), slog.New(slog.DiscardHandler))
+		if err == nil || !strings.Contains(err.Error(), tc.key) {
+			t.Errorf("%q: err = %v; want an error naming %s", tc.line, err, tc.key)
+		}
+	}
+}
