@@ -254,3 +254,22 @@ func TestDecodeReplySpecialCases(t *testing.T) {
 		}
 	})
 }
+
+func TestWellKnownACLStringsDoNotAllocate(t *testing.T) {
+	in := Marshal(nil, &ACL{Perms: PermAll, ID: Id{Scheme: "world", ID: "anyone"}})
+	d := NewDecoder(nil, 0)
+	var a ACL
+	allocs := testing.AllocsPerRun(100, func() {
+		d.Reset(in)
+		a.Decode(d)
+	})
+	if allocs != 0 || a.ID != (Id{Scheme: "world", ID: "anyone"}) || d.Finish() != nil {
+		t.Errorf("decoding world:anyone: %v allocations, %+v, %v", allocs, a, d.Err())
+	}
+	// Other strings still decode as themselves.
+	in = Marshal(nil, &Id{Scheme: "worlds", ID: "any"})
+	var id Id
+	if err := Unmarshal(in, 0, &id); err != nil || id != (Id{Scheme: "worlds", ID: "any"}) {
+		t.Errorf("Id = %+v, %v", id, err)
+	}
+}

@@ -225,6 +225,34 @@ func (d *Decoder) String() string {
 	return s
 }
 
+// commonString reads a length-prefixed string like String, but returns the well-known ACL schemes
+// and ids without allocating.
+func (d *Decoder) commonString() string {
+	n := d.length(1)
+	if d.err != nil || n <= 0 {
+		return ""
+	}
+	b := d.b[:n]
+	d.b = d.b[n:]
+	switch string(b) {
+	case "world":
+		return "world"
+	case "anyone":
+		return "anyone"
+	case "digest":
+		return "digest"
+	case "ip":
+		return "ip"
+	case "auth":
+		return "auth"
+	case "sasl":
+		return "sasl"
+	case "x509":
+		return "x509"
+	}
+	return string(b)
+}
+
 // Strings reads a vector of strings. A null vector gives nil, an empty one a non-nil empty slice.
 func (d *Decoder) Strings() []string {
 	n := d.length(4)

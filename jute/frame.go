@@ -24,8 +24,13 @@ const retainedFrameBuffer = 64 << 10
 // A clean end of input before the length gives io.EOF; an end inside the frame gives
 // io.ErrUnexpectedEOF.
 func ReadFrame(r io.Reader, buf []byte, maxLen int) ([]byte, error) {
-	var hdr [FrameHeaderLen]byte
-	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+	return readFrame(r, make([]byte, FrameHeaderLen), buf, maxLen)
+}
+
+// readFrame is ReadFrame with a caller-supplied 4-byte scratch slice for the length, so that a
+// FrameReader reads frames without allocating.
+func readFrame(r io.Reader, hdr, buf []byte, maxLen int) ([]byte, error) {
+	if _, err := io.ReadFull(r, hdr); err != nil {
 		return nil, err
 	}
 	n, err := frameLen(hdr, maxLen)
@@ -66,11 +71,11 @@ func unexpected(err error) error {
 }
 
 // frameLen checks a frame length prefix against maxLen.
-func frameLen(hdr [FrameHeaderLen]byte, maxLen int) (int, error) {
+func frameLen(hdr []byte, maxLen int) (int, error) {
 	if maxLen <= 0 {
 		maxLen = DefaultMaxBuffer
 	}
-	n := int32(binary.BigEndian.Uint32(hdr[:]))
+	n := int32(binary.BigEndian.Uint32(hdr))
 	if n < 0 {
 		return 0, fmt.Errorf("jute: frame length %d: %w", n, ErrNegativeLen)
 	}
@@ -84,6 +89,7 @@ func frameLen(hdr [FrameHeaderLen]byte, maxLen int) (int, error) {
 // concurrent use: a connection has one reader goroutine that owns it.
 type FrameReader struct {
 	r   *bufio.Reader
+	hdr [FrameHeaderLen]byte
 	buf []byte
 	max int
 }
@@ -109,7 +115,7 @@ func (fr *FrameReader) Next() ([]byte, error) {
 	if cap(fr.buf) > retainedFrameBuffer {
 		fr.buf = nil
 	}
-	b, err := ReadFrame(fr.r, fr.buf, fr.max)
+	b, err := readFrame(fr.r, fr.hdr[:], fr.buf, fr.max)
 	if err != nil {
 		return nil, err
 	}

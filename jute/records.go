@@ -56,8 +56,8 @@ func (r *Id) Encode(e *Encoder) {
 
 // Decode reads r from d.
 func (r *Id) Decode(d *Decoder) {
-	r.Scheme = d.String()
-	r.ID = d.String()
+	r.Scheme = d.commonString()
+	r.ID = d.commonString()
 }
 
 // ACL is one access-control entry.
