@@ -39,6 +39,9 @@ type Config struct {
 	// Peers is the static member list used to bootstrap a new cluster; it must contain this node.
 	// Empty means a single voter that bootstraps itself. Ignored when Dir already holds Raft state.
 	Peers []Peer
+	// NoBootstrap starts a node with no Raft state as a member-to-be: it bootstraps nothing and
+	// waits until a cluster adds it (AddVoter on any member). False means bootstrap as above.
+	NoBootstrap bool
 
 	// Logger receives the node's logs and, through one hclog bridge, hashicorp/raft's.
 	// Nil means slog.New(slog.DiscardHandler).

@@ -95,7 +95,8 @@
 //
 // Node methods are safe for concurrent use. The FSM runs on Raft's single FSM goroutine; the tree
 // is read through atomic views. Locks: Node.mu guards the proposal table, RPC clients and touch
-// batch and is never held while calling Raft or the network; rpcClient.mu is taken without
-// Node.mu held; sessionTracker.mu and applyWait.mu are leaves. Every goroutine is started by
+// batch and is never held while calling Raft or the network; order: rpcClient.mu → Node.mu
+// (a client starts its reader through goTracked while dialling), never the reverse;
+// sessionTracker.mu and applyWait.mu are leaves. Every goroutine is started by
 // Node.goTracked (or New) and waited for by Shutdown.
 package consensus

@@ -212,7 +212,7 @@ func (n *Node) open() error {
 	if err != nil {
 		return fmt.Errorf("consensus: read state: %w", err)
 	}
-	if !has {
+	if !has && !cfg.NoBootstrap {
 		var servers []raft.Server
 		if len(cfg.Peers) == 0 {
 			servers = []raft.Server{{Suffrage: raft.Voter, ID: rc.LocalID, Address: raft.ServerAddress(ln.Addr().String())}}
