@@ -1,0 +1,274 @@
+package recipes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestSemaphoreBoundsHolders(t *testing.T) {
+	const max, sessions, workers, rounds = 3, 3, 3, 3
+	p := testPath(t)
+	ctx := testCtx(t, 90*time.Second)
+	var inside, peak, bad atomic.Int32
+	var wg sync.WaitGroup
+	for range sessions {
+		s := newTestSession(t, nil)
+		sm := NewSemaphore(s, p, max)
+		for range workers {
+			wg.Go(func() {
+				for range rounds {
+					l, err := sm.Acquire(ctx)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					n := inside.Add(1)
+					if n > max {
+						bad.Add(1)
+					}
+					for {
+						old := peak.Load()
+						if n <= old || peak.CompareAndSwap(old, n) {
+							break
+						}
+					}
+					time.Sleep(2 * time.Millisecond)
+					inside.Add(-1)
+					if err := l.Unlock(ctx); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	if bad.Load() != 0 {
+		t.Fatalf("more than %d holders at once (%d times)", max, bad.Load())
+	}
+	t.Logf("peak concurrent holders: %d of %d", peak.Load(), max)
+	s := newTestSession(t, nil)
+	if c := children(t, s, p+"/leases"); len(c) != 0 {
+		t.Fatalf("orphaned leases: %v", c)
+	}
+}
+
+func TestSemaphoreTryAndCancelLeaveNoLease(t *testing.T) {
+	p := testPath(t)
+	ctx := testCtx(t, 30*time.Second)
+	s1, s2 := newTestSession(t, nil), newTestSession(t, nil)
+	ls, err := NewSemaphore(s1, p, 2).AcquireN(ctx, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewSemaphore(s2, p, 2).TryAcquire(ctx); !errors.Is(err, ErrLocked) {
+		t.Fatalf("TryAcquire on a full semaphore = %v; want ErrLocked", err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if _, err := NewSemaphore(s2, p, 2).Acquire(cctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Acquire past deadline = %v", err)
+	}
+	if c := children(t, s1, p+"/leases"); len(c) != 2 {
+		t.Fatalf("leases = %v; want only the two held", c)
+	}
+	if c := children(t, s1, p+"/locks"); len(c) != 0 {
+		t.Fatalf("internal mutex nodes left: %v", c)
+	}
+	got := make(chan *Lease, 1)
+	go func() {
+		l, err := NewSemaphore(s2, p, 2).Acquire(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	waitFor(t, 10*time.Second, "waiting lease", func() bool { return len(children(t, s1, p+"/leases")) == 3 })
+	if err := ls[0].Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l := <-got
+	if l == nil {
+		t.FailNow()
+	}
+	for _, x := range []*Lease{ls[1], l} {
+		if err := x.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := NewSemaphore(s1, p, 0).Acquire(ctx); !errors.Is(err, ErrBadArgument) {
+		t.Fatalf("max 0 = %v; want ErrBadArgument", err)
+	}
+}
+
+func TestElection(t *testing.T) {
+	p := testPath(t)
+	ctx := testCtx(t, 30*time.Second)
+	s1, s2, obs := newTestSession(t, nil), newTestSession(t, nil), newTestSession(t, nil)
+	e1 := NewElection(s1, p, WithData([]byte("one")))
+	e2 := NewElection(s2, p, WithData([]byte("two")))
+	octx, ocancel := context.WithCancel(ctx)
+	defer ocancel()
+	observed := NewElection(obs, p).Observe(octx)
+	if first := <-observed; first.Path != "" {
+		t.Fatalf("first observation = %+v; want no leader", first)
+	}
+	lead1, err := e1.Campaign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := <-observed; string(got.Data) != "one" || got.Czxid != lead1.Token().Czxid {
+		t.Fatalf("observed %+v; want candidate one", got)
+	}
+	got2 := make(chan *Lease, 1)
+	go func() {
+		l, err := e2.Campaign(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		got2 <- l
+	}()
+	waitFor(t, 10*time.Second, "second candidate", func() bool { return len(children(t, obs, p)) == 2 })
+	leader, err := NewElection(obs, p).Leader(ctx)
+	if err != nil || string(leader.Data) != "one" {
+		t.Fatalf("Leader = %+v, %v; want one", leader, err)
+	}
+	if err := lead1.Unlock(ctx); err != nil { // resign
+		t.Fatal(err)
+	}
+	lead2 := <-got2
+	if lead2 == nil {
+		t.FailNow()
+	}
+	if lead2.Token().Czxid <= lead1.Token().Czxid {
+		t.Fatal("leadership token did not increase")
+	}
+	if got := <-observed; string(got.Data) != "two" {
+		t.Fatalf("observed %+v; want candidate two", got)
+	}
+	if err := lead2.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-observed; got.Path != "" {
+		t.Fatalf("observed %+v; want no leader", got)
+	}
+	if _, err := NewElection(obs, p).Leader(ctx); !errors.Is(err, ErrNoLeader) {
+		t.Fatalf("Leader = %v; want ErrNoLeader", err)
+	}
+	ocancel()
+	for range observed {
+	}
+}
+
+func TestElectionLeadershipLostOnExpiry(t *testing.T) {
+	p := testPath(t)
+	ctx := testCtx(t, 30*time.Second)
+	f := &faults{}
+	s := newTestSession(t, f)
+	lead, err := NewElection(s, p).Campaign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid, pw := f.credentials()
+	expireSession(t, sid, pw)
+	select {
+	case <-lead.Context().Done():
+	case <-ctx.Done():
+		t.Fatal("leadership loss not signalled")
+	}
+	if !errors.Is(context.Cause(lead.Context()), ErrSessionExpired) {
+		t.Fatalf("cause = %v", context.Cause(lead.Context()))
+	}
+}
+
+func TestBarrier(t *testing.T) {
+	p := testPath(t)
+	ctx := testCtx(t, 30*time.Second)
+	s1, s2 := newTestSession(t, nil), newTestSession(t, nil)
+	coord := NewBarrier(s1, p)
+	if err := NewBarrier(s2, p).Wait(ctx); err != nil {
+		t.Fatalf("Wait on a lowered barrier: %v", err)
+	}
+	if err := coord.Hold(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var released atomic.Bool
+	done := make(chan error, 3)
+	for range 3 {
+		go func() {
+			err := NewBarrier(s2, p).Wait(ctx)
+			if err == nil && !released.Load() {
+				err = errors.New("passed a raised barrier")
+			}
+			done <- err
+		}()
+	}
+	sctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if err := NewBarrier(s2, p).Wait(sctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Wait on a raised barrier = %v; want DeadlineExceeded", err)
+	}
+	released.Store(true)
+	if err := coord.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestDoubleBarrier(t *testing.T) {
+	const n = 4
+	p := testPath(t)
+	ctx := testCtx(t, 60*time.Second)
+	for round := range 2 { // the path is reusable
+		var arrived, entered, leaving, left atomic.Int32
+		errs := make(chan error, 2*n)
+		var wg sync.WaitGroup
+		for range n {
+			s := newTestSession(t, nil)
+			wg.Go(func() {
+				b := NewDoubleBarrier(s, p, n)
+				arrived.Add(1)
+				if err := b.Enter(ctx); err != nil {
+					errs <- err
+					return
+				}
+				if a := arrived.Load(); a != n {
+					errs <- fmt.Errorf("Enter returned with %d of %d arrived", a, n)
+				}
+				if entered.Add(1); entered.Load() > n {
+					errs <- errors.New("too many entered")
+				}
+				if left.Load() != 0 {
+					errs <- errors.New("entered after someone left")
+				}
+				leaving.Add(1)
+				if err := b.Leave(ctx); err != nil {
+					errs <- err
+					return
+				}
+				if l := leaving.Load(); l != n {
+					errs <- fmt.Errorf("Leave returned with %d of %d leaving", l, n)
+				}
+				left.Add(1)
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		s := newTestSession(t, nil)
+		if c := children(t, s, p); len(c) != 0 {
+			t.Fatalf("round %d left %v", round, c)
+		}
+	}
+}
