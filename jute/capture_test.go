@@ -15,12 +15,17 @@ import (
 )
 
 // The capture test talks to a real Apache ZooKeeper and records the frames of each exchange under
-// testdata/. It runs only when JUTE_CAPTURE_ADDR names a server; it writes files only with -update:
+// testdata/. It runs only when JUTE_CAPTURE_ADDR names a server; it writes files only with -update.
+// The server needs extendedTypesEnabled=true for createTTL, which zk-anchor's start does not set,
+// so start it with zk-anchor's helpers directly (stop it with zk-anchor stop /tmp/zk-jute):
 //
-//	/work/shared/tools/zk-anchor start 21810 /tmp/zk-jute   # plus extendedTypesEnabled=true for createTTL
+//	(. /work/shared/tools/zk-common.sh; d=/tmp/zk-jute
+//	 zk_write_conf $d 21810 extendedTypesEnabled=true && zk_launch $d && zk_wait_ruok $d 21810 60)
 //	JUTE_CAPTURE_ADDR=127.0.0.1:21810 go test ./jute -run TestCapture -update
 //
 // Without -update it still runs every exchange against the server and checks the replies decode.
+// The server should be fresh or at least hold no /jute tree of another run's sessions; the test
+// deletes /jute before and after.
 
 var update = flag.Bool("update", false, "rewrite testdata/*.hex from a live ZooKeeper (with JUTE_CAPTURE_ADDR)")
 

@@ -74,8 +74,8 @@ func PeekReplyHeader(frame []byte) (ReplyHeader, error) {
 //   - a *WatcherEvent when the xid is XidNotification, whatever op is;
 //   - nil for a ping reply (XidPing) and for an error reply (Err != 0), which are header-only,
 //     except that an error reply to multi or multiRead that carries bytes is decoded as a
-//     *MultiResponse (ZooKeeper sends an empty result list with MarshallingError for a multiRead
-//     holding a write op);
+//     *MultiResponse (some ZooKeeper versions send an empty result list with the
+//     MarshallingError for a multiRead holding a write op; 3.8.0 sends the header only);
 //   - nil for a successful reply to an op without a response body, and otherwise the record
 //     NewResponse(op) returns.
 //
