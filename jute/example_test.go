@@ -19,11 +19,13 @@ func Example() {
 	fr := jute.NewFrameReader(&wire, jute.DefaultMaxBuffer)
 	frame, err := fr.Next()
 	if err != nil {
-		panic(err)
+		fmt.Println(err)
+		return
 	}
 	h, body, err := jute.DecodeRequest(frame, jute.DefaultMaxBuffer)
 	if err != nil {
-		panic(err)
+		fmt.Println(err)
+		return
 	}
 	req := body.(*jute.GetDataRequest)
 	fmt.Printf("xid %d %v %s watch=%v\n", h.Xid, h.Type, req.Path, req.Watch)
@@ -33,7 +35,8 @@ func Example() {
 	// Client side again: decode the reply for the op it sent.
 	rh, rbody, err := jute.DecodeReply(reply[jute.FrameHeaderLen:], jute.OpGetData, 0)
 	if err != nil {
-		panic(err)
+		fmt.Println(err)
+		return
 	}
 	fmt.Printf("xid %d zxid %d data %q\n", rh.Xid, rh.Zxid, rbody.(*jute.GetDataResponse).Data)
 	// Output:
