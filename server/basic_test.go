@@ -13,7 +13,7 @@ import (
 // connect opens a go-zookeeper session to addrs and waits until it has a session.
 func connect(t *testing.T, addrs ...string) (*zk.Conn, <-chan zk.Event) {
 	t.Helper()
-	c, ev, err := zk.Connect(addrs, 4*time.Second, zk.WithLogInfo(false))
+	c, ev, err := zk.Connect(addrs, 4*time.Second, zk.WithLogInfo(false), zk.WithLogger(quietLogger{}))
 	if err != nil {
 		t.Fatalf("zk.Connect: %v", err)
 	}
@@ -69,3 +69,8 @@ func TestCRUD(t *testing.T) {
 		t.Fatalf("Exists(%s) = %v, %v; want false", seq, ok, err)
 	}
 }
+
+// quietLogger keeps go-zookeeper's reconnect chatter out of test output.
+type quietLogger struct{}
+
+func (quietLogger) Printf(string, ...any) {}

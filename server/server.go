@@ -345,16 +345,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return s.shutErr
 }
 
-// Close stops the server at once; it is Shutdown with an already cancelled context for the
-// connection drain.
+// Close stops the server at once. Client connections are always closed without waiting for
+// clients, so Close is Shutdown without a deadline.
 func (s *Server) Close() error {
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	err := s.Shutdown(ctx)
-	if errors.Is(err, context.Canceled) {
-		err = nil
-	}
-	return err
+	return s.Shutdown(context.Background())
 }
 
 // Serving reports whether the server currently accepts clients: it is (or hears from) an
