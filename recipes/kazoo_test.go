@@ -1,0 +1,148 @@
+package recipes
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// kazooScript contends for a kazoo Lock and proves exclusion through ZooKeeper itself: inside
+// the critical section it creates an ephemeral "<path>-holder" node, which fails if any other
+// holder (Go or Python) is inside at the same time.
+const kazooScript = `
+import sys, time
+from kazoo.client import KazooClient
+from kazoo.exceptions import NodeExistsError
+hosts, path, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
+zk = KazooClient(hosts=hosts)
+zk.start(timeout=20)
+lock = zk.Lock(path, "kazoo-" + sys.argv[4])
+for i in range(rounds):
+    with lock:
+        try:
+            zk.create(path + "-holder", b"kazoo", ephemeral=True)
+        except NodeExistsError:
+            print("OVERLAP")
+            sys.exit(3)
+        time.sleep(0.003)
+        zk.delete(path + "-holder")
+zk.stop()
+print("OK")
+`
+
+// kazooPython returns a Python interpreter that can import kazoo, or skips.
+func kazooPython(t *testing.T) string {
+	t.Helper()
+	for _, py := range []string{"/usr/bin/python3", "python3"} {
+		if p, err := exec.LookPath(py); err == nil {
+			if exec.Command(p, "-c", "import kazoo").Run() == nil {
+				return p
+			}
+		}
+	}
+	t.Skip("kazoo is not installed (Debian python3-kazoo)")
+	return ""
+}
+
+// TestKazooInterop runs kazoo Lock processes and Go Mutexes in Kazoo mode on one path.
+func TestKazooInterop(t *testing.T) {
+	py := kazooPython(t)
+	addrs := testServer(t)
+	p := testPath(t)
+	ctx := testCtx(t, 90*time.Second)
+	script := filepath.Join(t.TempDir(), "contend.py")
+	if err := os.WriteFile(script, []byte(kazooScript), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const pyProcs, pyRounds, goWorkers, goRounds = 2, 8, 3, 8
+	setup := newTestSession(t, nil)
+	if err := ensurePath(ctx, setup, p); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, pyProcs+goWorkers)
+	for i := range pyProcs {
+		wg.Go(func() {
+			cmd := exec.CommandContext(ctx, py, script, strings.Join(addrs, ","), p, strconv.Itoa(pyRounds), strconv.Itoa(i))
+			var out bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &out
+			if err := cmd.Run(); err != nil || !strings.Contains(out.String(), "OK") {
+				errs <- errors.New("kazoo contender: " + strings.TrimSpace(out.String()))
+			}
+		})
+	}
+	for range goWorkers {
+		s := newTestSession(t, nil)
+		m := NewMutex(s, p, WithProtocol(Kazoo), WithData([]byte("go")))
+		wg.Go(func() {
+			for range goRounds {
+				l, err := m.Lock(ctx)
+				if err != nil {
+					errs <- err
+					return
+				}
+				_, err = s.Conn().Create(p+"-holder", []byte("go"), zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
+				if err != nil {
+					errs <- errors.New("go contender found the lock taken: " + err.Error())
+					_ = l.Unlock(context.WithoutCancel(ctx))
+					return
+				}
+				time.Sleep(3 * time.Millisecond)
+				_ = s.Conn().Delete(p+"-holder", -1)
+				if err := l.Unlock(ctx); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if c := children(t, setup, p); len(c) != 0 {
+		t.Errorf("nodes left: %v", c)
+	}
+}
+
+// TestKazooSeesGoHolder checks the names directly: while a Go Kazoo-mode lease is held, kazoo's
+// non-blocking acquire fails, and kazoo's contenders() lists the Go node's data.
+func TestKazooSeesGoHolder(t *testing.T) {
+	py := kazooPython(t)
+	addrs := testServer(t)
+	p := testPath(t)
+	ctx := testCtx(t, 30*time.Second)
+	s := newTestSession(t, nil)
+	l, err := NewMutex(s, p, WithProtocol(Kazoo), WithData([]byte("go-holder"))).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.CommandContext(ctx, py, "-c", `
+import sys
+from kazoo.client import KazooClient
+zk = KazooClient(hosts=sys.argv[1]); zk.start(timeout=20)
+lock = zk.Lock(sys.argv[2], "py")
+print(lock.acquire(blocking=False), lock.contenders())
+zk.stop()
+`, strings.Join(addrs, ","), p).CombinedOutput()
+	if err != nil {
+		t.Fatalf("kazoo: %v: %s", err, out)
+	}
+	if got := strings.TrimSpace(string(out)); got != "False ['go-holder']" {
+		t.Fatalf("kazoo saw %q; want it blocked behind the Go holder", got)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
