@@ -59,6 +59,7 @@ type compareOptions struct {
 	PortBase   int
 	Repeat     int
 	Duration   time.Duration
+	Warmup     time.Duration
 	Topologies []string
 	Only       []string
 	Memory     []int
@@ -115,6 +116,7 @@ func compareMain(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.IntVar(&o.PortBase, "port-base", 24100, "first of 400 loopback ports to use")
 	fs.IntVar(&o.Repeat, "repeat", 3, "repeats of every run (the report gives medians)")
 	fs.DurationVar(&o.Duration, "duration", 10*time.Second, "length of every run")
+	fs.DurationVar(&o.Warmup, "warmup", 5*time.Second, "unrecorded mixed load on each server before the runs (JIT, caches)")
 	fs.StringVar(&topo, "topologies", "standalone,cluster", "standalone, cluster (3 nodes), or both")
 	fs.StringVar(&only, "only", "", "comma-separated workload names to run (default: all)")
 	fs.StringVar(&mem, "memory", "100000,1000000", "znode counts for the memory and restart measurements (empty: skip)")
@@ -281,6 +283,13 @@ func compareTopology(ctx context.Context, o compareOptions, cmp *comparison, spe
 			order = append(order, kindZkd)
 		}
 	}
+	if o.Warmup > 0 {
+		for _, kind := range order {
+			cfg := config{Addrs: servers[kind].addrs, Workload: "mixed", ReadRatio: 0.5, Clients: 32, Conns: 8, Duration: o.Warmup, Size: 128}
+			res, err := run(ctx, cfg, nil)
+			logf("%s: warm-up of %s: %.0f ops/s (not recorded) %v", topo, kind, res.Throughput, errOrEmpty(err))
+		}
+	}
 	for rep := range o.Repeat {
 		for si, spec := range specs {
 			for k := range order {
@@ -391,3 +400,11 @@ func measureMemory(ctx context.Context, o compareOptions, kind string, n, port i
 }
 
 func msSince(t time.Time) float64 { return float64(time.Since(t).Microseconds()) / 1000 }
+
+// errOrEmpty formats err, or nothing when it is nil.
+func errOrEmpty(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"runtime"
@@ -17,6 +18,7 @@ type aggregate struct {
 	tput, p50, p90, p99, p999, mx float64
 	unit                          string
 	clients, conns                int
+	kinds                         map[string]int64 // errors by kind, over all runs
 }
 
 func median(v []float64) float64 {
@@ -48,6 +50,12 @@ func aggregateRuns(runs []runRecord, topo, bench, kind string) (aggregate, bool)
 		p50, p90, p99 = append(p50, l.P50), append(p90, l.P90), append(p99, l.P99)
 		p999, mx = append(p999, l.P999), append(mx, l.Max)
 		a.errors += r.Result.Errors
+		for k, n := range r.Result.ErrorKinds {
+			if a.kinds == nil {
+				a.kinds = map[string]int64{}
+			}
+			a.kinds[k] += n
+		}
 		a.unit, a.clients, a.conns = r.Result.Unit, r.Result.Clients, r.Result.Conns
 		a.n++
 	}
@@ -153,6 +161,7 @@ func renderReport(c *comparison) string {
 			c.Options.Repeat, c.Options.Duration)
 		for _, spec := range c.Specs {
 			var header bool
+			var errNotes []string
 			for _, topo := range c.Options.Topologies {
 				zk, okZK := aggregateRuns(c.Runs, topo, spec, kindZooKeeper)
 				zd, okZd := aggregateRuns(c.Runs, topo, spec, kindZkd)
@@ -177,6 +186,14 @@ func renderReport(c *comparison) string {
 						ms(a.p50), ms(a.p90), ms(a.p99), ms(a.p999), ms(a.mx), a.errors, a.failed)
 				}
 				row(kindZooKeeper, zk)
+				for _, a := range []struct {
+					name string
+					agg  aggregate
+				}{{kindZooKeeper, zk}, {kindZkd, zd}} {
+					for _, k := range slices.Sorted(maps.Keys(a.agg.kinds)) {
+						errNotes = append(errNotes, fmt.Sprintf("%s, %s: %d × %s", topo, a.name, a.agg.kinds[k], k))
+					}
+				}
 				if c.ZkdReason == "" || okZd {
 					row(kindZkd, zd)
 					if zk.n > 0 && zd.n > 0 {
@@ -187,6 +204,9 @@ func renderReport(c *comparison) string {
 			}
 			if header {
 				p("\n")
+				if len(errNotes) > 0 {
+					p("Errors: %s.\n\n", strings.Join(errNotes, "; "))
+				}
 			}
 		}
 	}
@@ -260,6 +280,9 @@ func conditions(c *comparison) []string {
 	kernel := strings.TrimSpace(cmdOut("uname", "-r"))
 	java := strings.SplitN(strings.TrimSpace(cmdOut("java", "-version")), "\n", 2)[0]
 	commit := strings.TrimSpace(cmdOut("git", "rev-parse", "--short", "HEAD"))
+	if strings.TrimSpace(cmdOut("git", "status", "--porcelain", "--untracked-files=all", "--", "cmd/zkd", "server", "consensus", "znode", "jute")) != "" {
+		commit += " plus uncommitted changes in the server packages"
+	}
 	zkdLine := "not measured (" + c.ZkdReason + ")"
 	if c.ZkdReason == "" {
 		zkdLine = fmt.Sprintf("`%s %s`, repository commit %s; fsync on every Raft log append", c.Options.ZkdBin, c.Options.ZkdArgs, commit)

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestMedian(t *testing.T) {
+	for _, c := range []struct {
+		in   []float64
+		want float64
+	}{{nil, 0}, {[]float64{3}, 3}, {[]float64{5, 1, 3}, 3}, {[]float64{4, 1, 3, 2}, 2.5}} {
+		if got := median(c.in); got != c.want {
+			t.Errorf("median(%v) = %v, want %v", c.in, got, c.want)
+		}
+	}
+}
+
+// TestReportMediansAndRatios renders a comparison of made-up runs and checks the medians, the
+// zkd/ZooKeeper ratios and the goal verdicts that appear in the Markdown.
+func TestReportMediansAndRatios(t *testing.T) {
+	mk := func(server string, rep int, tput, p50, p99 float64) runRecord {
+		return runRecord{Topology: "standalone", Bench: "set", Server: server, Repeat: rep, Result: result{
+			Unit: "setData", Clients: 32, Conns: 8, Ops: 1000, Throughput: tput,
+			Latency: latencySummary{Count: 1000, P50: p50, P90: p99 / 2, P99: p99, P999: p99 * 2, Max: p99 * 3},
+		}}
+	}
+	c := &comparison{
+		Options: compareOptions{Topologies: []string{"standalone"}, Repeat: 3, Duration: time.Second, ZkdBin: "zkd"},
+		Specs:   []string{"set"},
+		Runs: []runRecord{
+			mk(kindZooKeeper, 0, 1000, 2000, 10000), mk(kindZooKeeper, 1, 3000, 1000, 30000), mk(kindZooKeeper, 2, 2000, 1500, 20000),
+			mk(kindZkd, 0, 5000, 500, 4000), mk(kindZkd, 1, 4000, 600, 5000),
+			{Topology: "standalone", Bench: "set", Server: kindZkd, Repeat: 2, Err: "zkbench: boom"},
+		},
+		Memory: []memRecord{
+			{Server: kindZooKeeper, Znodes: 100000, RSSMB: 400, RestartMS: 3000},
+			{Server: kindZkd, Znodes: 100000, RSSMB: 80, RestartMS: 1500},
+		},
+	}
+	md := renderReport(c)
+	for _, want := range []string{
+		// ZooKeeper medians: 2000 ops/s, p50 1.5 ms, p99 20 ms; zkd (two good runs): 4500, 0.55 ms, 4.5 ms.
+		"| standalone | ZooKeeper | 2000 | 1.50 | 10.0 | 20.0 | 40.0 | 60.0 | 0 | 0 |",
+		"| standalone | zkd | 4500 | 0.55 | 2.25 | 4.50 | 9.00 | 13.5 | 0 | 1 |",
+		"| standalone | zkd/ZooKeeper | 2.25× | 0.37× | 0.23× | 0.23× | 0.23× | 0.23× | | |",
+		"| standalone | set | ≥2× throughput, p99 not above | throughput 2.25×, p99 4.50 vs 20.0 ms | yes |",
+		"| standalone | 100000 znodes | RSS ≤ ¼ | 80 vs 400 MB (0.20×) | yes |",
+		"| standalone | 100000 znodes | restart ≤ ⅓ | 1500 vs 3000 ms (0.50×) | **no** |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q\n%s", want, md)
+		}
+	}
+	c.ZkdReason = "cmd/zkd does not exist yet"
+	if md := renderReport(c); !strings.Contains(md, "zkd is missing from this run:** cmd/zkd does not exist yet") || strings.Contains(md, "## Targets") {
+		t.Errorf("report without zkd does not say so plainly:\n%s", md)
+	}
+}
