@@ -37,6 +37,9 @@ type conn struct {
 	timeout atomic.Int32
 	auth    atomic.Pointer[[]jute.Id]
 	closed  atomic.Bool
+	// flw marks a connection that sent a four-letter word; cons and stat leave it out, so their
+	// output lists client sessions only (go-zookeeper's FLWCons cannot parse a sessionless line).
+	flw     atomic.Bool
 	stopped chan struct{} // closed by abort: the reader stops at its next frame
 
 	stopOnce sync.Once
@@ -161,6 +164,7 @@ func (c *conn) readLoop(ctx context.Context) error {
 	}
 	if word := string(head); isFourLetterWord(word) {
 		_, _ = c.br.Discard(4)
+		c.flw.Store(true)
 		return c.fourLetterWord(ctx, word)
 	}
 	fr := jute.NewFrameReader(c.br, c.s.cfg.MaxFrameSize)

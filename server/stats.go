@@ -1,6 +1,7 @@
 package server
 
 import (
+	"slices"
 	"sort"
 	"sync/atomic"
 	"time"
@@ -143,9 +144,10 @@ func (s *Server) resetConnStats() {
 	}
 }
 
-// sortedConns returns the open connections ordered by remote address, for stable output.
+// sortedConns returns the open client connections (four-letter word connections left out)
+// ordered by remote address, for stable output.
 func (s *Server) sortedConns() []*conn {
-	cs := s.connections()
+	cs := slices.DeleteFunc(s.connections(), func(c *conn) bool { return c.flw.Load() })
 	sort.Slice(cs, func(i, j int) bool { return cs[i].remote < cs[j].remote })
 	return cs
 }
