@@ -84,13 +84,22 @@ func (e *env) p(segments ...string) string {
 	return e.base + "/" + strings.Join(segments, "/")
 }
 
-// connect opens a go-zookeeper session with the given timeout and waits until it has a session.
-// The connection is closed when the test ends. The returned channel carries session events.
+// connect opens a go-zookeeper session to the target's first server with the given timeout and
+// waits until it has a session. Every connection of a check goes to the same server (raw ones
+// too), so a check sees its own writes on a cluster without syncing; cluster checks pick other
+// servers explicitly with connectTo. The connection is closed when the test ends. The returned
+// channel carries session events.
 func (e *env) connect(timeout time.Duration) (*zk.Conn, <-chan zk.Event) {
 	e.t.Helper()
-	c, events, err := zk.Connect(e.tg.Addrs, timeout, zk.WithLogger(discardLogger{}), zk.WithLogInfo(false))
+	return e.connectTo(e.tg.Addrs[:1], timeout)
+}
+
+// connectTo is connect to the given servers.
+func (e *env) connectTo(addrs []string, timeout time.Duration) (*zk.Conn, <-chan zk.Event) {
+	e.t.Helper()
+	c, events, err := zk.Connect(addrs, timeout, zk.WithLogger(discardLogger{}), zk.WithLogInfo(false))
 	if err != nil {
-		e.t.Fatalf("zk.Connect(%v): %v", e.tg.Addrs, err)
+		e.t.Fatalf("zk.Connect(%v): %v", addrs, err)
 	}
 	e.t.Cleanup(c.Close)
 	deadline := time.After(waitTimeout)
@@ -104,7 +113,7 @@ func (e *env) connect(timeout time.Duration) (*zk.Conn, <-chan zk.Event) {
 				return c, events
 			}
 		case <-deadline:
-			e.t.Fatalf("zk.Connect(%v): no session within %v", e.tg.Addrs, waitTimeout)
+			e.t.Fatalf("zk.Connect(%v): no session within %v", addrs, waitTimeout)
 		}
 	}
 }

@@ -119,7 +119,7 @@ func TestLimits(t *testing.T) {
 		{"null_path_in_a_read_fails_MarshallingError", func(t *testing.T, e *env) {
 			r := e.raw()
 			body := binary.BigEndian.AppendUint32(nil, 0xffffffff) // null string
-			body = append(body, 0)                                  // watch=false
+			body = append(body, 0)                                 // watch=false
 			must(t, "write", r.WriteBytes(rawFrame(4, jute.OpGetData, body)))
 			rep, err := r.ReadReplyFor(4)
 			must(t, "read reply", err)
