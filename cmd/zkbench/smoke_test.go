@@ -5,10 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 
 	"github.com/zkd-io/zkd/internal/zktest"
 	"github.com/zkd-io/zkd/jute"
@@ -22,7 +25,15 @@ var target []string
 var targetErr error
 
 func TestMain(m *testing.M) {
-	os.Exit(runTests(m))
+	code := runTests(m)
+	if code == 0 {
+		// Every client, progress printer and watchdog must have stopped by now.
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "leaked goroutines:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
 
 func runTests(m *testing.M) int {
