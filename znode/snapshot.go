@@ -258,9 +258,22 @@ func (s *snapReader) buffer() []byte {
 
 type restoreFrame struct {
 	n         *node
-	path      string
+	pathLen   int // length of the node's path
 	remaining int32
 	kids      []entry[string, *node]
+}
+
+// framePath builds the path of a child named name of the node on top of stack.
+func framePath(stack []restoreFrame, name string) string {
+	var b strings.Builder
+	b.Grow(stack[len(stack)-1].pathLen + 1 + len(name))
+	for _, f := range stack[1:] {
+		b.WriteByte('/')
+		b.WriteString(f.n.name)
+	}
+	b.WriteByte('/')
+	b.WriteString(name)
+	return b.String()
 }
 
 // ReadSnapshot restores a tree from a snapshot written by View.WriteSnapshot, streaming from r.
@@ -295,11 +308,12 @@ func ReadSnapshot(r io.Reader) (*Tree, error) {
 		containers []string
 		ttls       []string
 	)
-	readNode := func(parentPath string) (*node, string) {
+	// readNode reads one node record; stack holds its ancestors (empty for the root).
+	readNode := func() *node {
 		ref := s.int32()
 		switch {
 		case s.err != nil:
-			return nil, ""
+			return nil
 		case ref == int32(len(acls)):
 			count := s.length(false)
 			list := make([]jute.ACL, 0, min(count, 64))
@@ -309,7 +323,7 @@ func ReadSnapshot(r io.Reader) (*Tree, error) {
 			acls = append(acls, t.acls.intern(list))
 		case ref < 0 || ref > int32(len(acls)):
 			s.fail("bad acl reference %d", ref)
-			return nil, ""
+			return nil
 		}
 		n := &node{acl: acls[ref], name: s.string(), data: s.buffer()}
 		n.czxid, n.mzxid, n.pzxid, n.ctime, n.mtime = s.int64(), s.int64(), s.int64(), s.int64(), s.int64()
@@ -318,59 +332,67 @@ func ReadSnapshot(r io.Reader) (*Tree, error) {
 		n.owner = s.int64()
 		n.numChildren = s.int32()
 		if s.err != nil {
-			return nil, ""
+			return nil
 		}
 		if kind < int32(kindPersistent) || kind > int32(kindTTL) || n.numChildren < 0 {
 			s.fail("bad node record")
-			return nil, ""
+			return nil
 		}
 		n.kind = nodeKind(kind)
-		path := "/"
-		if parentPath != "" {
+		pathLen := 1
+		if len(stack) > 0 {
 			if n.name == "" || strings.IndexByte(n.name, '/') >= 0 {
 				s.fail("bad node name %q", n.name)
-				return nil, ""
+				return nil
 			}
-			if parentPath == "/" {
-				path = "/" + n.name
+			if top := stack[len(stack)-1]; len(stack) > 1 {
+				pathLen = top.pathLen + 1 + len(n.name)
 			} else {
-				path = parentPath + "/" + n.name
+				pathLen = 1 + len(n.name)
 			}
 		} else if n.name != "" {
 			s.fail("root has a name")
-			return nil, ""
+			return nil
 		}
 		view.nodes++
-		view.dataSize += int64(len(path) + len(n.data))
+		view.dataSize += int64(pathLen + len(n.data))
 		switch n.kind {
 		case kindEphemeral:
 			view.ephemerals++
-			ephemerals[n.owner] = append(ephemerals[n.owner], path)
+			ephemerals[n.owner] = append(ephemerals[n.owner], framePath(stack, n.name))
 		case kindContainer:
-			containers = append(containers, path)
+			containers = append(containers, framePath(stack, n.name))
 		case kindTTL:
-			ttls = append(ttls, path)
+			ttls = append(ttls, framePath(stack, n.name))
 		}
-		return n, path
+		// Push the node, reusing the children buffer a frame at this depth had before.
+		if len(stack) < cap(stack) {
+			stack = stack[:len(stack)+1]
+			f := &stack[len(stack)-1]
+			f.n, f.pathLen, f.remaining, f.kids = n, pathLen, n.numChildren, f.kids[:0]
+		} else {
+			stack = append(stack, restoreFrame{n: n, pathLen: pathLen, remaining: n.numChildren})
+		}
+		return n
 	}
 
-	root, _ := readNode("")
-	if root != nil {
-		stack = append(stack, restoreFrame{n: root, path: "/", remaining: root.numChildren})
+	root := readNode()
+	if root != nil && root.kind != kindPersistent {
+		s.fail("root is not persistent")
 	}
 	for len(stack) > 0 && s.err == nil {
 		top := &stack[len(stack)-1]
 		if top.remaining > 0 {
 			top.remaining--
-			c, path := readNode(top.path)
+			c := readNode()
 			if c == nil {
 				break
 			}
-			if k := top.kids; len(k) > 0 && k[len(k)-1].k >= c.name {
-				s.fail("children of %s out of order", top.path)
+			parent := &stack[len(stack)-2] // readNode pushed c, maybe moving the stack
+			if k := parent.kids; len(k) > 0 && k[len(k)-1].k >= c.name {
+				s.fail("children out of order")
 				break
 			}
-			stack = append(stack, restoreFrame{n: c, path: path, remaining: c.numChildren})
 			continue
 		}
 		n := top.n
@@ -378,6 +400,8 @@ func ReadSnapshot(r io.Reader) (*Tree, error) {
 		for _, k := range top.kids {
 			n.desc += 1 + k.v.desc
 		}
+		clear(top.kids)
+		top.n = nil
 		stack = stack[:len(stack)-1]
 		if len(stack) > 0 {
 			p := &stack[len(stack)-1]
