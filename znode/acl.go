@@ -118,12 +118,21 @@ func authenticatedScheme(scheme string) bool {
 // (ZooKeeper registers no other provider by default).
 func fixupACL(acl []jute.ACL, auth []jute.Id) ([]jute.ACL, error) {
 	uniq := make([]jute.ACL, 0, len(acl))
+	var seen map[jute.ACL]struct{} // for long lists, so hostile input stays linear
+	if len(acl) > 8 {
+		seen = make(map[jute.ACL]struct{}, len(acl))
+	}
 	for _, a := range acl {
 		dup := false
-		for _, u := range uniq {
-			if u == a {
-				dup = true
-				break
+		if seen != nil {
+			_, dup = seen[a]
+			seen[a] = struct{}{}
+		} else {
+			for _, u := range uniq {
+				if u == a {
+					dup = true
+					break
+				}
 			}
 		}
 		if !dup {

@@ -27,6 +27,12 @@ type applier struct {
 // modify them afterwards.
 func (t *Tree) Apply(zxid int64, txn *Txn) Result {
 	old := t.cur.Load()
+	if txn == nil {
+		nv := *old
+		nv.zxid = zxid
+		t.cur.Store(&nv)
+		return Result{Zxid: zxid, Err: jute.CodeMarshallingError}
+	}
 	a := applier{t: t, v: *old, zxid: zxid, txn: txn}
 	a.v.zxid = zxid
 	resp, commit, err := a.dispatch()

@@ -47,7 +47,7 @@ func (a *applier) multiOp(op jute.MultiOp) (jute.MultiResult, error) {
 	switch op.Type {
 	case jute.OpCreate, jute.OpCreate2, jute.OpCreateContainer:
 		req, ok := op.Req.(*jute.CreateRequest)
-		if !ok {
+		if !ok || req == nil {
 			return jute.MultiResult{}, jute.CodeMarshallingError
 		}
 		res, err := a.create(op.Type, req.Path, req.Data, req.ACL, req.Flags, 0, true)
@@ -61,7 +61,7 @@ func (a *applier) multiOp(op jute.MultiOp) (jute.MultiResult, error) {
 		return jute.MultiResult{Type: t, Resp: res.resp}, nil
 	case jute.OpCreateTTL:
 		req, ok := op.Req.(*jute.CreateTTLRequest)
-		if !ok {
+		if !ok || req == nil {
 			return jute.MultiResult{}, jute.CodeMarshallingError
 		}
 		res, err := a.create(op.Type, req.Path, req.Data, req.ACL, req.Flags, req.TTL, true)
@@ -71,7 +71,7 @@ func (a *applier) multiOp(op jute.MultiOp) (jute.MultiResult, error) {
 		return jute.MultiResult{Type: jute.OpCreate2, Resp: res.resp}, nil
 	case jute.OpDelete:
 		req, ok := op.Req.(*jute.DeleteRequest)
-		if !ok {
+		if !ok || req == nil {
 			return jute.MultiResult{}, jute.CodeMarshallingError
 		}
 		if err := a.delete(req.Path, req.Version); err != nil {
@@ -80,7 +80,7 @@ func (a *applier) multiOp(op jute.MultiOp) (jute.MultiResult, error) {
 		return jute.MultiResult{Type: jute.OpDelete}, nil
 	case jute.OpSetData:
 		req, ok := op.Req.(*jute.SetDataRequest)
-		if !ok {
+		if !ok || req == nil {
 			return jute.MultiResult{}, jute.CodeMarshallingError
 		}
 		st, err := a.setData(req.Path, req.Data, req.Version)
@@ -90,7 +90,7 @@ func (a *applier) multiOp(op jute.MultiOp) (jute.MultiResult, error) {
 		return jute.MultiResult{Type: jute.OpSetData, Resp: &jute.SetDataResponse{Stat: st}}, nil
 	case jute.OpCheck:
 		req, ok := op.Req.(*jute.CheckVersionRequest)
-		if !ok {
+		if !ok || req == nil {
 			return jute.MultiResult{}, jute.CodeMarshallingError
 		}
 		if err := a.check(req.Path, req.Version); err != nil {

@@ -150,8 +150,14 @@ func (v *View) multiRead(req *jute.MultiRequest, auth []jute.Id) (jute.Record, e
 		)
 		switch r := op.Req.(type) {
 		case *jute.GetDataRequest:
+			if r == nil {
+				return &jute.MultiResponse{}, jute.CodeMarshallingError
+			}
 			resp, err = v.getData(r.Path, auth)
 		case *jute.GetChildrenRequest:
+			if r == nil {
+				return &jute.MultiResponse{}, jute.CodeMarshallingError
+			}
 			resp, err = v.getChildren(r.Path, auth)
 		default:
 			return &jute.MultiResponse{}, jute.CodeMarshallingError
