@@ -221,8 +221,15 @@ func TestHandshake(t *testing.T) {
 			must(t, "write", r.WriteBytes(buf))
 			got, err := r.ReadUntilClosed(waitTimeout)
 			must(t, "read until close", err)
-			if len(got) != 1 || got[0].Header.Xid != 1 {
-				t.Fatalf("got %d replies (%+v); want only the closeSession reply", len(got), got)
+			if len(got) == 0 || got[0].Header.Xid != 1 || got[0].Header.Err != 0 {
+				t.Fatalf("got %+v; want the closeSession reply first", got)
+			}
+			if len(got) > 1 {
+				if e.tg.Standalone() {
+					t.Fatalf("got %d replies (%+v); want only the closeSession reply", len(got), got)
+				}
+				// A ZooKeeper 3.8 follower still answers a read pipelined behind closeSession.
+				e.seen("cluster answered %d requests pipelined behind closeSession", len(got)-1)
 			}
 		}},
 		{"silent_connection_without_handshake_is_eventually_closed", func(t *testing.T, e *env) {

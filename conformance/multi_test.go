@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/go-zookeeper/zk"
@@ -209,6 +210,11 @@ func TestMulti(t *testing.T) {
 			}
 		}},
 		{"check_alone_is_not_a_valid_request", func(t *testing.T, e *env) {
+			if !e.tg.Standalone() && strings.HasPrefix(e.tg.Version, "3.8") {
+				// Observed on 3.8.0: the follower forwards it, fails with "Unsupported Txn with
+				// type=13", drops out of the quorum and closes every client connection.
+				t.Skip("a top-level check knocks a ZooKeeper 3.8 follower out of the quorum")
+			}
 			r := e.raw()
 			must(t, "send check", r.Send(1, jute.OpCheck, &jute.CheckVersionRequest{Path: e.base, Version: 0}))
 			got, err := r.ReadUntilClosed(3 * waitTimeout / 10)
