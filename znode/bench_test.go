@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -70,6 +71,21 @@ func bigTree(tb testing.TB) *Tree {
 	return tr
 }
 
+// cpuTime returns the CPU time (user and system, all threads) the process has used. The machine
+// these figures come from is shared, so CPU time says more than wall time.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// reportCPU adds the CPU time per op since start to a benchmark's results.
+func reportCPU(b *testing.B, start time.Duration) {
+	b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/op")
+}
+
 func liveHeap() uint64 {
 	runtime.GC()
 	runtime.GC()
@@ -100,16 +116,16 @@ func TestBigTree(t *testing.T) {
 	}
 	before := liveHeap()
 	rssBefore := rssBytes()
-	start := time.Now()
+	start, cpu0 := time.Now(), cpuTime()
 	tr := buildBig(t)
-	build := time.Since(start)
+	build, buildCPU := time.Since(start), cpuTime()-cpu0
 	after := liveHeap()
 	rssAfter := rssBytes()
 	v := tr.View()
 	nodes := v.nodes - 4
 	payload := uint64(nodes) * (10 + bigData)
 	perNode := float64(after-before-payload) / float64(nodes)
-	t.Logf("built %d nodes in %v (%.0f creates/s)", nodes, build, float64(nodes)/build.Seconds())
+	t.Logf("built %d nodes in %v, CPU %v (%.0f creates per CPU second)", nodes, build, buildCPU, float64(nodes)/buildCPU.Seconds())
 	t.Logf("live heap: %.1f MiB, %.1f bytes/node beyond name and data (%.1f total per node)",
 		float64(after-before)/(1<<20), perNode, float64(after-before)/float64(nodes))
 	t.Logf("RSS growth: %.1f MiB, %.1f bytes/node total", float64(rssAfter-rssBefore)/(1<<20), float64(rssAfter-rssBefore)/float64(nodes))
@@ -118,18 +134,19 @@ func TestBigTree(t *testing.T) {
 	}
 
 	var snap bytes.Buffer
-	start = time.Now()
+	snap.Grow(256 << 20)
+	start, cpu0 = time.Now(), cpuTime()
 	if err := v.WriteSnapshot(&snap); err != nil {
 		t.Fatal(err)
 	}
-	write := time.Since(start)
-	start = time.Now()
+	write, writeCPU := time.Since(start), cpuTime()-cpu0
+	start, cpu0 = time.Now(), cpuTime()
 	r, err := ReadSnapshot(bytes.NewReader(snap.Bytes()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	restore := time.Since(start)
-	t.Logf("snapshot: %.1f MiB, write %v, restore %v", float64(snap.Len())/(1<<20), write, restore)
+	restore, restoreCPU := time.Since(start), cpuTime()-cpu0
+	t.Logf("snapshot: %.1f MiB, write %v (CPU %v), restore %v (CPU %v)", float64(snap.Len())/(1<<20), write, writeCPU, restore, restoreCPU)
 	var again bytes.Buffer
 	if err := r.View().WriteSnapshot(&again); err != nil {
 		t.Fatal(err)
@@ -146,6 +163,7 @@ func BenchmarkApplyCreate(b *testing.B) {
 	zxid := tr.LastZxid()
 	i := 0
 	b.ReportAllocs()
+	cpu0 := cpuTime()
 	for b.Loop() {
 		zxid++
 		i++
@@ -154,6 +172,7 @@ func BenchmarkApplyCreate(b *testing.B) {
 			b.Fatal(res.Err)
 		}
 	}
+	reportCPU(b, cpu0)
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
 }
 
@@ -163,6 +182,7 @@ func BenchmarkApplySetData(b *testing.B) {
 	zxid := tr.LastZxid()
 	i := 0
 	b.ReportAllocs()
+	cpu0 := cpuTime()
 	for b.Loop() {
 		zxid++
 		i++
@@ -171,6 +191,7 @@ func BenchmarkApplySetData(b *testing.B) {
 			b.Fatal(res.Err)
 		}
 	}
+	reportCPU(b, cpu0)
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
 }
 
@@ -179,6 +200,7 @@ func BenchmarkApplyDelete(b *testing.B) {
 	zxid := tr.LastZxid()
 	i := 0
 	b.ReportAllocs()
+	cpu0 := cpuTime()
 	for b.Loop() {
 		if i == bigParents*bigChildren { // every node deleted: start again from the full tree
 			tr = bigTree(b)
@@ -191,6 +213,7 @@ func BenchmarkApplyDelete(b *testing.B) {
 			b.Fatal(res.Err)
 		}
 	}
+	reportCPU(b, cpu0)
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
 }
 
@@ -198,6 +221,7 @@ func BenchmarkSnapshotWrite(b *testing.B) {
 	v := bigTree(b).View()
 	var n int64
 	b.ReportAllocs()
+	cpu0 := cpuTime()
 	for b.Loop() {
 		cw := &countingWriter{}
 		if err := v.WriteSnapshot(cw); err != nil {
@@ -205,6 +229,7 @@ func BenchmarkSnapshotWrite(b *testing.B) {
 		}
 		n = cw.n
 	}
+	reportCPU(b, cpu0)
 	b.SetBytes(n)
 }
 
@@ -215,11 +240,13 @@ func BenchmarkSnapshotRestore(b *testing.B) {
 	}
 	b.SetBytes(int64(snap.Len()))
 	b.ReportAllocs()
+	cpu0 := cpuTime()
 	for b.Loop() {
 		if _, err := ReadSnapshot(bytes.NewReader(snap.Bytes())); err != nil {
 			b.Fatal(err)
 		}
 	}
+	reportCPU(b, cpu0)
 }
 
 // BenchmarkApplyDuringSnapshot measures setData throughput while another goroutine keeps writing
@@ -247,6 +274,7 @@ func BenchmarkApplyDuringSnapshot(b *testing.B) {
 	zxid := tr.LastZxid()
 	i := 0
 	b.ReportAllocs()
+	cpu0 := cpuTime()
 	for b.Loop() {
 		zxid++
 		i++
@@ -255,6 +283,7 @@ func BenchmarkApplyDuringSnapshot(b *testing.B) {
 			b.Fatal(res.Err)
 		}
 	}
+	reportCPU(b, cpu0)
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
 	close(stop)
 	b.ReportMetric(float64(<-done), "snapshots")
@@ -264,12 +293,14 @@ func BenchmarkRead(b *testing.B) {
 	v := bigTree(b).View()
 	i := 0
 	b.ReportAllocs()
+	cpu0 := cpuTime()
 	for b.Loop() {
 		i++
 		if _, err := v.Read(0, nil, jute.OpGetData, &jute.GetDataRequest{Path: bigPath((i*7919)%bigParents, i%bigChildren)}); err != nil {
 			b.Fatal(err)
 		}
 	}
+	reportCPU(b, cpu0)
 }
 
 type countingWriter struct{ n int64 }
