@@ -32,7 +32,7 @@ func WithLogs(t testing.TB) Option {
 }
 
 // config is the test default: every four-letter word, TTL nodes enabled, a short tick so
-// sessions expire quickly, and fast Raft timings on loopback.
+// sessions expire quickly, and a Raft heartbeat timeout loose enough for -race on a busy machine.
 func config(opts []Option) server.Config {
 	cfg := server.Config{
 		TickTime:             200 * time.Millisecond,
@@ -40,7 +40,7 @@ func config(opts []Option) server.Config {
 		FourLetterWords:      []string{"*"},
 		ExtendedTypesEnabled: true,
 	}
-	cfg.Consensus.HeartbeatTimeout = 150 * time.Millisecond
+	cfg.Consensus.HeartbeatTimeout = 500 * time.Millisecond
 	for _, o := range opts {
 		o(&cfg)
 	}
