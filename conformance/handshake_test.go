@@ -224,12 +224,17 @@ func TestHandshake(t *testing.T) {
 			if len(got) == 0 || got[0].Header.Xid != 1 || got[0].Header.Err != 0 {
 				t.Fatalf("got %+v; want the closeSession reply first", got)
 			}
-			if len(got) > 1 {
-				if e.tg.Standalone() {
-					t.Fatalf("got %d replies (%+v); want only the closeSession reply", len(got), got)
+			for _, rep := range got[1:] {
+				switch {
+				case rep.Header.Err == jute.CodeSessionExpired:
+					// The race ZooKeeper documents: the request was touched before the close.
+					e.seen("request pipelined behind closeSession got SessionExpired")
+				case !e.tg.Standalone():
+					// A ZooKeeper 3.8 follower still answers a read pipelined behind closeSession.
+					e.seen("cluster answered a request pipelined behind closeSession: %+v", rep.Header)
+				default:
+					t.Fatalf("got %+v; want only the closeSession reply (or SessionExpired after it)", got)
 				}
-				// A ZooKeeper 3.8 follower still answers a read pipelined behind closeSession.
-				e.seen("cluster answered %d requests pipelined behind closeSession", len(got)-1)
 			}
 		}},
 		{"silent_connection_without_handshake_is_eventually_closed", func(t *testing.T, e *env) {

@@ -4,6 +4,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -54,7 +56,8 @@ func runSuite(m *testing.M) int {
 }
 
 // buildTargets fills theSuite.targets: the in-process zkd targets, then CONFORMANCE_ADDR if set,
-// else a real ZooKeeper started here when one is installed.
+// else a real standalone ZooKeeper started here when one is installed, plus a real 3-server
+// ensemble when CONFORMANCE_ZK_ENSEMBLE is set.
 func buildTargets() (stop func(), err error) {
 	var stops []func()
 	stop = func() {
@@ -92,7 +95,11 @@ func buildTargets() (stop func(), err error) {
 	if err != nil {
 		return stop, fmt.Errorf("conformance: temp dir: %w", err)
 	}
-	stops = append(stops, func() { _ = os.RemoveAll(dir) })
+	if os.Getenv("CONFORMANCE_KEEP_DIR") != "" {
+		fmt.Fprintf(os.Stderr, "conformance: ZooKeeper files kept in %s\n", dir)
+	} else {
+		stops = append(stops, func() { _ = os.RemoveAll(dir) })
+	}
 	zkSrv, err := zktest.StartZooKeeper(dir)
 	if err != nil {
 		return stop, fmt.Errorf("conformance: start ZooKeeper: %w", err)
@@ -107,5 +114,43 @@ func buildTargets() (stop func(), err error) {
 		Version: ServerVersion(zkSrv.Addrs[0], 3*time.Second),
 	}
 	theSuite.targets = append(theSuite.targets, tg)
+
+	if os.Getenv("CONFORMANCE_ZK_ENSEMBLE") == "" {
+		return stop, nil
+	}
+	ensDir := filepath.Join(dir, "ensemble")
+	ens, err := zktest.StartEnsemble(ensDir)
+	if err != nil {
+		return stop, fmt.Errorf("conformance: start ZooKeeper ensemble: %w", err)
+	}
+	stops = append(stops, func() { _ = ens.Stop() })
+	if err := waitServing(ens.Addrs, time.Minute); err != nil {
+		return stop, err
+	}
+	theSuite.targets = append(theSuite.targets, &Target{
+		Name:    "zookeeper-ensemble",
+		Addrs:   ens.Addrs,
+		Caps:    Capabilities{AllFourLetterWords: true},
+		Version: ServerVersion(ens.Addrs[0], 3*time.Second),
+	})
 	return stop, nil
+}
+
+// waitServing polls srvr on every address until each reports a leader or follower mode, so a
+// server still settling after the election does not fail the first checks.
+func waitServing(addrs []string, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for _, a := range addrs {
+		for {
+			out, err := FourLetterWord(a, "srvr", 3*time.Second)
+			if err == nil && (strings.Contains(out, "\nMode: leader") || strings.Contains(out, "\nMode: follower")) {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("conformance: %s not serving after %v: %q, %v", a, within, out, err)
+			}
+			time.Sleep(100 * time.Millisecond) // polling: the server offers no event to wait on
+		}
+	}
+	return nil
 }
