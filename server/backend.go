@@ -13,10 +13,11 @@ import (
 type backend interface {
 	// View returns the current immutable view of the tree. It is O(1) and safe from any goroutine.
 	View() *znode.View
-	// Propose replicates a client write for session with the caller's identities and returns its
-	// result once this server applied it. An error means the outcome is unknown to the client
-	// (no leader, shutdown, timeout): the server drops the connection, as ZooKeeper does.
-	Propose(ctx context.Context, session int64, auth []jute.Id, op jute.Op, req jute.Record) (znode.Result, error)
+	// Start hands a client write for session, with the caller's identities, to the leader and
+	// returns without waiting for it to commit. Writes started one after another are applied in
+	// that order. An error means nothing was proposed (bad request) or the outcome is unknown
+	// (no leader, shutdown): the server answers MarshallingError or drops the connection.
+	Start(ctx context.Context, session int64, auth []jute.Id, op jute.Op, req jute.Record) (pendingWrite, error)
 	// CreateSession replicates a new session with the negotiated timeout (ms).
 	CreateSession(ctx context.Context, timeout int32) (znode.Session, error)
 	// ValidateSession asks the session's authority (the leader) whether id is still alive,
@@ -30,6 +31,12 @@ type backend interface {
 	Serving() bool
 	// Leader reports whether this server is the Raft leader.
 	Leader() bool
+}
+
+// pendingWrite is a started write. Wait returns its result once this server applied it (the
+// apply hook has queued its watch events by then); an error means its outcome is unknown.
+type pendingWrite interface {
+	Wait(ctx context.Context) (znode.Result, error)
 }
 
 // errSessionGone reports that a session is expired, closed or unknown.

@@ -40,7 +40,8 @@ type conn struct {
 	// flw marks a connection that sent a four-letter word; cons and stat leave it out, so their
 	// output lists client sessions only (go-zookeeper's FLWCons cannot parse a sessionless line).
 	flw     atomic.Bool
-	stopped chan struct{} // closed by abort: the reader stops at its next frame
+	stopped chan struct{} // closed by abort and finish: reader and executor stop
+	reqs    chan request  // admitted requests, reader → executor, closed when the reader ends
 
 	stopOnce sync.Once
 
@@ -88,6 +89,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		ip:      ip,
 		log:     s.log.With("remote", remote),
 		stopped: make(chan struct{}),
+		reqs:    make(chan request, maxInFlight),
 	}
 	c.stats.established = time.Now()
 	c.stats.lastOp.Store(-1)
@@ -132,25 +134,45 @@ func (c *conn) finish() {
 	})
 }
 
-// serve runs the connection until it ends: it starts the writer, reads and executes requests,
-// and cleans up. It recovers from a panic in request handling so that one bad request closes only
-// its own connection.
+// serve runs the connection until it ends: it starts the writer and the executor, reads and
+// admits requests, and cleans up. A panic while handling a request closes only this connection.
 func (c *conn) serve(ctx context.Context) {
+	// ctx ends when the writer does, which is when the connection is closed for any reason, so
+	// the executor stops waiting for writes of a connection nobody reads any more.
+	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		_ = c.out.writeLoop(c.nc, c.s.cfg.MaxSessionTimeout, func(n int) { c.s.stats.bytesSent.Add(int64(n)) })
 		c.abort(errClosedByServer)
+		cancel()
+	})
+	execDone := make(chan struct{})
+	wg.Go(func() {
+		defer close(execDone)
+		defer c.recoverPanic()
+		c.executeLoop(ctx)
 	})
 	defer func() {
-		if r := recover(); r != nil {
-			c.log.Error("panic serving connection", "panic", r)
-		}
 		c.abort(errClosedByServer)
 		wg.Wait()
+		cancel()
 		c.s.connClosed(c)
 	}()
-	if err := c.readLoop(ctx); err != nil && !errors.Is(err, io.EOF) && !c.isClosed() {
+	defer c.recoverPanic()
+	err := c.readLoop(ctx)
+	if err != nil && !errors.Is(err, io.EOF) && !c.isClosed() {
 		c.log.Debug("connection ended", "err", err)
+	}
+	// Let the executor answer what was admitted (closeSession's reply, writes in flight).
+	close(c.reqs)
+	<-execDone
+}
+
+// recoverPanic turns a panic in request handling into the close of this connection only.
+func (c *conn) recoverPanic() {
+	if r := recover(); r != nil {
+		c.log.Error("panic serving connection", "panic", r)
+		c.abort(errClosedByServer)
 	}
 }
 
@@ -195,7 +217,7 @@ func (c *conn) readLoop(ctx context.Context) error {
 		}
 		c.stats.received.Add(1)
 		c.s.stats.packetsReceived.Add(1)
-		if !c.handleFrame(ctx, frame) {
+		if !c.admit(ctx, frame) {
 			return nil
 		}
 	}

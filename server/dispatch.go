@@ -8,42 +8,6 @@ import (
 	"github.com/zkd-io/zkd/jute"
 )
 
-// handleFrame decodes and executes one request. It reports false when the connection must end
-// (closeSession, an unknown op, a failed auth, a lost session or an unknown write outcome).
-func (c *conn) handleFrame(ctx context.Context, frame []byte) bool {
-	start := time.Now()
-	hdr, body, err := jute.DecodeRequest(frame, c.s.cfg.MaxFrameSize)
-	if err != nil && !errors.Is(err, jute.ErrTrailingData) {
-		switch {
-		case errors.Is(err, jute.ErrUnknownOp) && hdr.Type != jute.OpMulti && hdr.Type != jute.OpMultiRead:
-			c.reply(hdr.Xid, c.s.view().Zxid(), jute.CodeUnimplemented, nil)
-			c.finish()
-			return false
-		case len(frame) < 8:
-			return false // not even a header
-		default:
-			c.reply(hdr.Xid, c.s.view().Zxid(), jute.CodeMarshallingError, nil)
-			return true
-		}
-	}
-	sid := c.session()
-	c.stats.lastOp.Store(int32(hdr.Type))
-	if hdr.Xid > 0 {
-		c.stats.lastCxid.Store(int64(hdr.Xid))
-	}
-	c.s.backend.Touch(sid)
-	if hdr.Type != jute.OpPing && hdr.Type != jute.OpAuth && hdr.Type != jute.OpSetWatches && hdr.Type != jute.OpSetWatches2 {
-		// A request on a session that expired or closed gets no reply: the socket closes.
-		if _, ok := c.s.view().Session(sid); !ok {
-			c.abort(errSessionGone)
-			return false
-		}
-	}
-	keep := c.execute(ctx, hdr, body)
-	c.recordLatency(time.Since(start))
-	return keep
-}
-
 // reply queues a reply for xid and counts it.
 func (c *conn) reply(xid int32, zxid int64, code jute.Code, body jute.Record) {
 	if !c.out.pushReply(jute.ReplyHeader{Xid: xid, Zxid: zxid, Err: code}, body) {
@@ -69,27 +33,14 @@ func (c *conn) recordLatency(d time.Duration) {
 	c.s.stats.recordLatency(ms)
 }
 
-// execute runs one decoded request.
-func (c *conn) execute(ctx context.Context, hdr jute.RequestHeader, body jute.Record) bool {
+// execute runs one request that is neither a write nor handled on arrival: reads, ping, sync,
+// watch management and whoAmI. It runs on the connection's executor, after every earlier
+// request of the connection completed.
+func (c *conn) execute(ctx context.Context, hdr jute.RequestHeader, body jute.Record) {
 	s := c.s
 	switch hdr.Type {
 	case jute.OpPing:
 		c.reply(jute.XidPing, s.view().Zxid(), jute.CodeOK, nil)
-		return true
-	case jute.OpAuth:
-		return c.authenticate(hdr.Xid, body.(*jute.AuthPacket))
-	case jute.OpSASL:
-		c.log.Info("sasl authentication is not supported; closing the connection")
-		c.reply(hdr.Xid, 0, jute.CodeAuthFailed, nil)
-		c.finish()
-		return false
-	case jute.OpCloseSession:
-		return c.closeSession(ctx, hdr)
-	case jute.OpCheck:
-		// check is valid only inside a multi; ZooKeeper 3.9 answers Unimplemented and closes.
-		c.reply(hdr.Xid, s.view().Zxid(), jute.CodeUnimplemented, nil)
-		c.finish()
-		return false
 	case jute.OpSync:
 		sctx, cancel := context.WithTimeout(ctx, time.Duration(c.timeout.Load())*time.Millisecond)
 		err := s.backend.Sync(sctx)
@@ -97,19 +48,16 @@ func (c *conn) execute(ctx context.Context, hdr jute.RequestHeader, body jute.Re
 		if err != nil {
 			c.log.Debug("sync failed; dropping the connection", "err", err)
 			c.abort(err)
-			return false
+			return
 		}
 		c.reply(hdr.Xid, s.view().Zxid(), jute.CodeOK, &jute.SyncResponse{Path: body.(*jute.SyncRequest).Path})
-		return true
 	case jute.OpSetWatches:
 		r := body.(*jute.SetWatches)
 		c.setWatches(hdr.Xid, r.RelativeZxid, r.DataWatches, r.ExistWatches, r.ChildWatches, nil, nil)
-		return true
 	case jute.OpSetWatches2:
 		r := body.(*jute.SetWatches2)
 		c.setWatches(hdr.Xid, r.RelativeZxid, r.DataWatches, r.ExistWatches, r.ChildWatches,
 			r.PersistentWatches, r.PersistentRecursiveWatches)
-		return true
 	case jute.OpAddWatch:
 		r := body.(*jute.AddWatchRequest)
 		var mode watchMode
@@ -120,11 +68,10 @@ func (c *conn) execute(ctx context.Context, hdr jute.RequestHeader, body jute.Re
 			mode = watchRecursive
 		default:
 			c.reply(hdr.Xid, s.view().Zxid(), jute.CodeMarshallingError, nil)
-			return true
+			return
 		}
 		s.watches.add(c, r.Path, mode)
 		c.reply(hdr.Xid, s.view().Zxid(), jute.CodeOK, &jute.ErrorResponse{Err: jute.CodeOK})
-		return true
 	case jute.OpCheckWatches, jute.OpRemoveWatches:
 		var path string
 		var typ jute.WatcherType
@@ -137,14 +84,13 @@ func (c *conn) execute(ctx context.Context, hdr jute.RequestHeader, body jute.Re
 		mode, ok := modesFor(typ)
 		if !ok {
 			c.reply(hdr.Xid, s.view().Zxid(), jute.CodeMarshallingError, nil)
-			return true
+			return
 		}
 		code := jute.CodeOK
 		if !s.watches.remove(c, path, mode, hdr.Type == jute.OpCheckWatches) {
 			code = jute.CodeNoWatcher
 		}
 		c.reply(hdr.Xid, s.view().Zxid(), code, nil)
-		return true
 	case jute.OpWhoAmI:
 		ids := c.authIDs()
 		infos := make([]jute.ClientInfo, 0, len(ids))
@@ -158,21 +104,17 @@ func (c *conn) execute(ctx context.Context, hdr jute.RequestHeader, body jute.Re
 			infos = append(infos, jute.ClientInfo{AuthScheme: id.Scheme, User: user})
 		}
 		c.reply(hdr.Xid, s.view().Zxid(), jute.CodeOK, &jute.WhoAmIResponse{ClientInfo: infos})
-		return true
 	case jute.OpReconfig:
-		return c.reconfig(ctx, hdr, body.(*jute.ReconfigRequest))
-	case jute.OpExists, jute.OpGetData, jute.OpGetACL, jute.OpGetChildren, jute.OpGetChildren2,
-		jute.OpGetAllChildrenNumber, jute.OpGetEphemerals, jute.OpMultiRead:
+		code := jute.CodeReconfigDisabled
+		if s.cfg.ReconfigEnabled {
+			// Membership changes are not offered over the client protocol yet; an enabled
+			// server answers as a standalone ZooKeeper does.
+			code = jute.CodeUnimplemented
+		}
+		c.reply(hdr.Xid, s.view().Zxid(), code, nil)
+	default:
 		c.read(hdr, body)
-		return true
-	case jute.OpCreate, jute.OpCreate2, jute.OpCreateContainer, jute.OpCreateTTL, jute.OpDelete,
-		jute.OpSetData, jute.OpSetACL, jute.OpMulti:
-		return c.write(ctx, hdr, body)
 	}
-	// deleteContainer and anything else a client may not send.
-	c.reply(hdr.Xid, s.view().Zxid(), jute.CodeUnimplemented, nil)
-	c.finish()
-	return false
 }
 
 func indexByte(s string, b byte) int {
@@ -276,34 +218,6 @@ func ttlRequested(op jute.Op, body jute.Record) (bool, int) {
 	return isTTL(op, body), -1
 }
 
-// write proposes a client write and queues its reply once this server applied it. The apply hook
-// has queued the write's watch events by then, so they precede the reply.
-func (c *conn) write(ctx context.Context, hdr jute.RequestHeader, body jute.Record) bool {
-	s := c.s
-	if !s.cfg.ExtendedTypesEnabled {
-		if ttl, idx := ttlRequested(hdr.Type, body); ttl {
-			if idx < 0 {
-				c.reply(hdr.Xid, s.view().Zxid(), jute.CodeUnimplemented, nil)
-				return true
-			}
-			c.reply(hdr.Xid, s.view().Zxid(), jute.CodeOK, failedMulti(len(body.(*jute.MultiRequest).Ops), idx, jute.CodeUnimplemented))
-			return true
-		}
-	}
-	res, err := s.backend.Propose(ctx, c.session(), c.authIDs(), hdr.Type, body)
-	if err != nil && isBadRequest(err) {
-		c.reply(hdr.Xid, s.view().Zxid(), jute.CodeMarshallingError, nil)
-		return true
-	}
-	if err != nil {
-		c.log.Debug("write outcome unknown; dropping the connection", "op", hdr.Type, "err", err)
-		c.abort(err)
-		return false
-	}
-	c.reply(hdr.Xid, res.Zxid, codeFor(res.Err), res.Resp)
-	return true
-}
-
 // failedMulti builds ZooKeeper's reply to a multi whose op at idx failed with code: every result
 // of type error, 0 before idx, code at idx, RuntimeInconsistency after.
 func failedMulti(n, idx int, code jute.Code) *jute.MultiResponse {
@@ -319,32 +233,6 @@ func failedMulti(n, idx int, code jute.Code) *jute.MultiResponse {
 		r.Results[i] = jute.MultiResult{Type: jute.OpError, Err: cd, Resp: &jute.ErrorResponse{Err: cd}}
 	}
 	return r
-}
-
-// closeSession replicates the close, answers it, and ends the connection once the reply is out.
-// Requests the client sent after it get no reply.
-func (c *conn) closeSession(ctx context.Context, hdr jute.RequestHeader) bool {
-	s := c.s
-	res, err := s.backend.Propose(ctx, c.session(), c.authIDs(), jute.OpCloseSession, nil)
-	if err != nil {
-		c.abort(err)
-		return false
-	}
-	c.reply(hdr.Xid, res.Zxid, codeFor(res.Err), nil)
-	s.detach(c)
-	c.finish()
-	return false
-}
-
-// reconfig is refused unless enabled; membership changes are not offered over the client
-// protocol yet, so an enabled server answers Unimplemented as a standalone ZooKeeper does.
-func (c *conn) reconfig(_ context.Context, hdr jute.RequestHeader, _ *jute.ReconfigRequest) bool {
-	code := jute.CodeReconfigDisabled
-	if c.s.cfg.ReconfigEnabled {
-		code = jute.CodeUnimplemented
-	}
-	c.reply(hdr.Xid, c.s.view().Zxid(), code, nil)
-	return true
 }
 
 // setWatches re-registers a reconnecting client's watches with ZooKeeper's catch-up rules:

@@ -21,12 +21,16 @@ var _ backend = nodeBackend{}
 
 func (b nodeBackend) View() *znode.View { return b.n.View() }
 
-func (b nodeBackend) Propose(ctx context.Context, session int64, auth []jute.Id, op jute.Op, req jute.Record) (znode.Result, error) {
+func (b nodeBackend) Start(ctx context.Context, session int64, auth []jute.Id, op jute.Op, req jute.Record) (pendingWrite, error) {
 	var body []byte
 	if req != nil {
 		body = jute.Marshal(nil, req)
 	}
-	return b.n.Propose(ctx, consensus.Proposal{Session: session, Auth: auth, Op: op, Body: body})
+	p, err := b.n.Start(ctx, consensus.Proposal{Session: session, Auth: auth, Op: op, Body: body})
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 func (b nodeBackend) CreateSession(ctx context.Context, timeout int32) (znode.Session, error) {

@@ -1,0 +1,181 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/zkd-io/zkd/jute"
+)
+
+// request is one client request on its way through a connection's pipeline. The reader admits
+// requests in arrival order (starting writes at once, so a connection can have many writes in
+// flight) and the executor completes them in the same order: it waits for each write's result,
+// executes reads only after every earlier write of the connection was applied here, and queues
+// the replies. So replies leave in request order and a session always reads its own writes.
+type request struct {
+	hdr     jute.RequestHeader
+	body    jute.Record
+	arrived time.Time
+	// pending is a started write (or closeSession) whose result the executor waits for.
+	pending pendingWrite
+	// fixed, when set, is the complete answer decided on arrival: code and, rarely, a body.
+	fixed     bool
+	code      jute.Code
+	fixedBody jute.Record
+	zeroZxid  bool // the reply carries zxid 0 (auth)
+	// closeAfter ends the connection once this request's reply is queued.
+	closeAfter bool
+	// closeSession marks the closeSession write: its reply is followed by the socket's close.
+	closeSession bool
+}
+
+// maxInFlight bounds the requests a connection may have admitted and not yet answered. When it is
+// reached the reader stops reading the socket, which pushes back on the client through TCP.
+const maxInFlight = 1024
+
+// admit decodes one frame and either handles it on arrival (auth, writes are started, bad
+// frames) or passes it to the executor. It reports false when the reader must stop: the
+// connection is ending, or nothing after this request may be answered (closeSession).
+func (c *conn) admit(ctx context.Context, frame []byte) bool {
+	s := c.s
+	r := request{arrived: time.Now()}
+	hdr, body, err := jute.DecodeRequest(frame, s.cfg.MaxFrameSize)
+	r.hdr, r.body = hdr, body
+	if err != nil && !errors.Is(err, jute.ErrTrailingData) {
+		switch {
+		case len(frame) < 8:
+			return false // not even a header
+		case errors.Is(err, jute.ErrUnknownOp) && hdr.Type != jute.OpMulti && hdr.Type != jute.OpMultiRead:
+			r.fixed, r.code, r.closeAfter = true, jute.CodeUnimplemented, true
+		default:
+			r.fixed, r.code = true, jute.CodeMarshallingError
+		}
+		return c.enqueue(r)
+	}
+	c.stats.lastOp.Store(int32(hdr.Type))
+	if hdr.Xid > 0 {
+		c.stats.lastCxid.Store(int64(hdr.Xid))
+	}
+	sid := c.session()
+	s.backend.Touch(sid)
+	if hdr.Type != jute.OpPing && hdr.Type != jute.OpAuth && hdr.Type != jute.OpSetWatches && hdr.Type != jute.OpSetWatches2 {
+		// A request on a session that expired or closed gets no reply: the socket closes.
+		if _, ok := s.view().Session(sid); !ok {
+			c.abort(errSessionGone)
+			return false
+		}
+	}
+	switch hdr.Type {
+	case jute.OpAuth:
+		// Handled on arrival, as in ZooKeeper, so writes admitted after it carry the new identity.
+		ok := c.authenticate(body.(*jute.AuthPacket))
+		r.fixed, r.zeroZxid = true, true
+		if !ok {
+			r.code, r.closeAfter = jute.CodeAuthFailed, true
+		}
+	case jute.OpSASL:
+		c.log.Info("sasl authentication is not supported; closing the connection")
+		r.fixed, r.zeroZxid, r.code, r.closeAfter = true, true, jute.CodeAuthFailed, true
+	case jute.OpCheck, jute.OpDeleteContainer:
+		// check is valid only inside a multi (3.9 answers Unimplemented and closes);
+		// deleteContainer is the server's own housekeeping op and is refused to clients.
+		r.fixed, r.code, r.closeAfter = true, jute.CodeUnimplemented, true
+	case jute.OpCloseSession:
+		p, err := s.backend.Start(ctx, sid, c.authIDs(), jute.OpCloseSession, nil)
+		if err != nil {
+			c.abort(err)
+			return false
+		}
+		r.pending, r.closeSession = p, true
+	case jute.OpCreate, jute.OpCreate2, jute.OpCreateContainer, jute.OpCreateTTL, jute.OpDelete,
+		jute.OpSetData, jute.OpSetACL, jute.OpMulti:
+		if !s.cfg.ExtendedTypesEnabled {
+			if ttl, idx := ttlRequested(hdr.Type, body); ttl {
+				r.fixed, r.code = true, jute.CodeUnimplemented
+				if idx >= 0 {
+					r.code, r.fixedBody = jute.CodeOK, failedMulti(len(body.(*jute.MultiRequest).Ops), idx, jute.CodeUnimplemented)
+				}
+				break
+			}
+		}
+		p, err := s.backend.Start(ctx, sid, c.authIDs(), hdr.Type, body)
+		switch {
+		case err != nil && isBadRequest(err):
+			r.fixed, r.code = true, jute.CodeMarshallingError
+		case err != nil:
+			c.log.Debug("write not proposed; dropping the connection", "op", hdr.Type, "err", err)
+			c.abort(err)
+			return false
+		default:
+			r.pending = p
+		}
+	}
+	if !c.enqueue(r) {
+		return false
+	}
+	return !r.closeSession && !r.closeAfter
+}
+
+// enqueue hands r to the executor, waiting while the connection has maxInFlight requests.
+func (c *conn) enqueue(r request) bool {
+	select {
+	case c.reqs <- r:
+		return !r.closeAfter
+	case <-c.stopped:
+		return false
+	}
+}
+
+// executeLoop completes the admitted requests in order until the reader is done and everything
+// admitted is answered, or the connection is stopped.
+func (c *conn) executeLoop(ctx context.Context) {
+	for {
+		select {
+		case <-c.stopped:
+			return
+		case r, ok := <-c.reqs:
+			if !ok {
+				return
+			}
+			if !c.complete(ctx, r) {
+				return
+			}
+		}
+	}
+}
+
+// complete answers one request; it reports false when the connection ends with it.
+func (c *conn) complete(ctx context.Context, r request) bool {
+	s := c.s
+	defer func() { c.recordLatency(time.Since(r.arrived)) }()
+	switch {
+	case r.pending != nil:
+		res, err := r.pending.Wait(ctx)
+		if err != nil {
+			c.log.Debug("write outcome unknown; dropping the connection", "op", r.hdr.Type, "err", err)
+			c.abort(err)
+			return false
+		}
+		if r.closeSession {
+			c.reply(r.hdr.Xid, res.Zxid, codeFor(res.Err), nil)
+			s.detach(c)
+			c.finish()
+			return false
+		}
+		c.reply(r.hdr.Xid, res.Zxid, codeFor(res.Err), res.Resp)
+	case r.fixed:
+		zxid := int64(0)
+		if !r.zeroZxid {
+			zxid = s.view().Zxid()
+		}
+		c.reply(r.hdr.Xid, zxid, r.code, r.fixedBody)
+		if r.closeAfter {
+			c.finish()
+			return false
+		}
+	default:
+		c.execute(ctx, r.hdr, r.body)
+	}
+	return !c.isClosed()
+}
