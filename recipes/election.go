@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/go-zookeeper/zk"
 )
@@ -131,9 +132,17 @@ func (e *Election) Observe(ctx context.Context) <-chan Participant {
 			if cur.Path != "" {
 				_, _, ch, err = q.s.conn.GetW(cur.Path)
 			} else {
-				_, _, ch, err = q.s.conn.ChildrenW(q.path)
+				var kids []string
+				kids, _, ch, err = q.s.conn.ChildrenW(q.path)
+				if err == nil && slices.ContainsFunc(kids, func(k string) bool { return isContender(q.opts.proto, k) }) {
+					continue // a candidate arrived after Leader looked
+				}
 				if errors.Is(err, zk.ErrNoNode) {
-					_, _, ch, err = q.s.conn.ExistsW(q.path)
+					var exists bool
+					exists, _, ch, err = q.s.conn.ExistsW(q.path)
+					if err == nil && exists {
+						continue // created meanwhile: watch its children instead
+					}
 				}
 			}
 			if err != nil {

@@ -337,7 +337,7 @@ func (st *leaseState) monitor(loseOnSuspend bool, suspended <-chan struct{}, sto
 				ch = nil
 			case <-resumed:
 			case <-lost:
-				st.end(why())
+				st.endLost(why())
 				return
 			case <-stop:
 				return
@@ -376,13 +376,20 @@ func (st *leaseState) monitor(loseOnSuspend bool, suspended <-chan struct{}, sto
 			}
 			ch = nil
 		case <-lost:
-			st.end(why())
+			st.endLost(why())
 			return
 		case <-stop:
 			return
 		case <-suspended:
 		}
 	}
+}
+
+// endLost ends the lease because its session is (believed) gone. If the server kept the session
+// after all (a reconnect just past the timeout), the background deleter removes the node.
+func (st *leaseState) endLost(err error) {
+	st.end(err)
+	st.s.deleteLater(pendingKey{sid: st.token.SessionID, path: st.token.Path})
 }
 
 // onEvent handles a watch event on the lease's own node and reports whether the lease ended.

@@ -139,6 +139,23 @@ type faults struct {
 	passwd        []byte
 	notifications atomic.Int64
 	conns         []net.Conn
+	partitioned   bool // dials fail
+}
+
+// partition cuts the client off the server (existing connections close, new dials fail) until
+// heal is called.
+func (f *faults) partition() {
+	f.mu.Lock()
+	f.partitioned = true
+	f.mu.Unlock()
+	f.breakConnections()
+}
+
+// heal ends a partition.
+func (f *faults) heal() {
+	f.mu.Lock()
+	f.partitioned = false
+	f.mu.Unlock()
 }
 
 const (
@@ -148,6 +165,12 @@ const (
 )
 
 func (f *faults) dial(network, addr string, timeout time.Duration) (net.Conn, error) {
+	f.mu.Lock()
+	cut := f.partitioned
+	f.mu.Unlock()
+	if cut {
+		return nil, errors.New("faults: partitioned")
+	}
 	c, err := net.DialTimeout(network, addr, timeout)
 	if err != nil {
 		return nil, err

@@ -609,3 +609,90 @@ func TestMutexSuspension(t *testing.T) {
 		t.Fatalf("strict Unlock = %v; want ErrLockLost", err)
 	}
 }
+
+// TestMutexGhostNodeAcrossExpiry loses the create reply and then the session itself before the
+// client can look: the ghost belongs to a dead session, so Lock must not adopt it, and must
+// acquire with a new node in the new session.
+func TestMutexGhostNodeAcrossExpiry(t *testing.T) {
+	p := testPath(t)
+	ctx := testCtx(t, 60*time.Second)
+	f := &faults{}
+	s := newTestSession(t, f)
+	other := newTestSession(t, nil)
+	if err := ensurePath(ctx, s, p); err != nil {
+		t.Fatal(err)
+	}
+	sid, pw := f.credentials()
+	dropped := f.dropNextReply(opCreate)
+	f.mu.Lock()
+	f.partitioned = true // the reconnect after the dropped reply fails until healed
+	f.mu.Unlock()
+	got := make(chan *Lease, 1)
+	go func() {
+		l, err := NewMutex(s, p).Lock(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	select {
+	case <-dropped:
+	case <-ctx.Done():
+		t.Fatal("create reply never dropped")
+	}
+	expireSession(t, sid, pw)
+	f.heal()
+	l := <-got
+	if l == nil {
+		t.FailNow()
+	}
+	if l.Token().SessionID == sid {
+		t.Fatalf("adopted a node of the expired session 0x%x", sid)
+	}
+	if c := children(t, other, p); len(c) != 1 || p+"/"+c[0] != l.Token().Path {
+		t.Fatalf("children = %v; want only %s", c, l.Token().Path)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestMutexSimulatedExpiry keeps the client cut off for longer than the session timeout: the
+// lease must end with ErrSessionExpired even though go-zookeeper reports nothing while
+// disconnected.
+func TestMutexSimulatedExpiry(t *testing.T) {
+	p := testPath(t)
+	ctx := testCtx(t, 60*time.Second)
+	f := &faults{}
+	s := newTestSession(t, f)
+	l, err := NewMutex(s, p).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	f.partition()
+	select {
+	case <-l.Done():
+	case <-ctx.Done():
+		t.Fatal("lease never ended while cut off")
+	}
+	if !errors.Is(l.Err(), ErrSessionExpired) {
+		t.Fatalf("Err = %v; want ErrSessionExpired", l.Err())
+	}
+	if d := time.Since(start); d < testTimeout {
+		t.Fatalf("lease ended after %v, before the session timeout %v", d, testTimeout)
+	}
+	f.heal()
+	if _, err := s.waitConnected(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Unlock(ctx); !errors.Is(err, ErrLockLost) {
+		t.Fatalf("Unlock = %v; want ErrLockLost", err)
+	}
+	// A fresh lock works on the new session.
+	l2, err := NewMutex(s, p).TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = l2.Unlock(ctx)
+}

@@ -122,7 +122,7 @@ func TestElection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := <-observed; string(got.Data) != "one" || got.Czxid != lead1.Token().Czxid {
+	if got, ok := <-observed; !ok || string(got.Data) != "one" || got.Czxid != lead1.Token().Czxid {
 		t.Fatalf("observed %+v; want candidate one", got)
 	}
 	got2 := make(chan *Lease, 1)

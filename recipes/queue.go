@@ -95,6 +95,9 @@ func (q *queue) acquire(ctx context.Context, r role, try bool) (*grant, error) {
 		}
 		err = q.wait(ctx, g, r, try)
 		if errors.Is(err, errRestart) {
+			// Normally the node went with its session; if the server kept the session after
+			// all, the background deleter removes it.
+			q.s.deleteLater(pendingKey{sid: g.sid, path: g.node})
 			continue
 		}
 		if err != nil {

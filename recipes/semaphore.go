@@ -95,6 +95,7 @@ func (sm *Semaphore) acquire(ctx context.Context, try bool) (*Lease, error) {
 		}
 		err = sm.wait(ctx, g, lk, try)
 		if errors.Is(err, errRestart) {
+			sm.s.deleteLater(pendingKey{sid: g.sid, path: g.node})
 			if isClosed(lk.Done()) {
 				return sm.acquire(ctx, try)
 			}

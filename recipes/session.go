@@ -201,6 +201,12 @@ func (s *Session) handle(ev zk.Event) {
 		if s.mu.id != 0 && s.mu.id != id {
 			s.loseLocked(s.mu.id, ErrSessionExpired)
 		}
+		if l, ok := s.mu.lost[id]; ok && isClosed(l.ch) && id == s.mu.id {
+			// We declared this session lost after the session timeout, but the server kept it:
+			// leases already ended stay ended (their nodes are queued for deletion); new work
+			// may use the session again.
+			delete(s.mu.lost, id)
+		}
 		s.mu.id = id
 		if s.mu.timer != nil {
 			s.mu.timer.Stop()
@@ -354,7 +360,8 @@ func (s *Session) pendingDeletes() int {
 }
 
 // deleter is the background deletion loop. It runs until Close and retries each queued node on
-// every reconnect, dropping it once deleted or once its session is gone (which removes it too).
+// every reconnect, dropping it once deleted or once the connection is back with another session
+// (the old session's ephemerals are gone with it).
 func (s *Session) deleter() {
 	retry := time.NewTimer(time.Hour)
 	defer retry.Stop()
@@ -373,8 +380,14 @@ func (s *Session) deleter() {
 		s.mu.Unlock()
 		again := false
 		for _, k := range keys {
-			if !s.alive(k.sid) {
-				s.forget(k)
+			s.mu.Lock()
+			connected, cur := s.mu.connected, s.mu.id
+			s.mu.Unlock()
+			if !connected {
+				break // retried at the reconnect
+			}
+			if k.sid != cur {
+				s.forget(k) // its session is gone, and its ephemerals with it
 				continue
 			}
 			err := s.tryDelete(k)
