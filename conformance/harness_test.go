@@ -72,10 +72,12 @@ func newEnv(t *testing.T, tg *Target, name string) *env {
 	if _, err := e.zk.Create(root, nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
 		t.Fatalf("create suite root %s: %v", root, err)
 	}
-	e.base = root + "/" + name
-	if _, err := e.zk.Create(e.base, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
-		t.Fatalf("create check root %s: %v", e.base, err)
+	// A sequential name keeps reruns in one process (-count=N) apart.
+	base, err := e.zk.Create(root+"/"+name+"-", nil, zk.FlagSequence, zk.WorldACL(zk.PermAll))
+	if err != nil {
+		t.Fatalf("create check root under %s: %v", root, err)
 	}
+	e.base = base
 	return e
 }
 
