@@ -1,0 +1,107 @@
+package recipes
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// TestMutexCancelDuringCreate cancels while the create request is in flight: the node is created
+// after the caller gave up, and must still be removed.
+func TestMutexCancelDuringCreate(t *testing.T) {
+	p := testPath(t)
+	ctx := testCtx(t, 30*time.Second)
+	f := &faults{}
+	s := newTestSession(t, f)
+	other := newTestSession(t, nil)
+	holder, err := NewMutex(other, p).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	holding, release := f.holdNext(opCreate, "lock-")
+	defer release()
+	lctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := NewMutex(s, p).Lock(lctx)
+		done <- err
+	}()
+	<-holding
+	cancel()
+	release()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Lock = %v; want context.Canceled", err)
+	}
+	waitFor(t, 10*time.Second, "cleanup", func() bool { return len(children(t, other, p)) == 1 })
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestMutexCancelDuringGhostRecovery loses the create reply, keeps the client cut off and
+// cancels: the node (created on the server) must be found by its prefix and deleted in the
+// background once the client reconnects.
+func TestMutexCancelDuringGhostRecovery(t *testing.T) {
+	p := testPath(t)
+	ctx := testCtx(t, 30*time.Second)
+	f := &faults{}
+	s := newTestSession(t, f)
+	other := newTestSession(t, nil)
+	if err := ensurePath(ctx, s, p); err != nil {
+		t.Fatal(err)
+	}
+	dropped := f.dropNextReply(opCreate)
+	f.mu.Lock()
+	f.partitioned = true
+	f.mu.Unlock()
+	lctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := NewMutex(s, p).Lock(lctx)
+		done <- err
+	}()
+	<-dropped
+	if c := children(t, other, p); len(c) != 1 {
+		t.Fatalf("children = %v; want the ghost node", c)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Lock = %v; want context.Canceled", err)
+	}
+	if s.pendingDeletes() == 0 {
+		t.Fatal("no background deletion queued for the ghost")
+	}
+	f.heal()
+	waitFor(t, 15*time.Second, "ghost removed", func() bool { return len(children(t, other, p)) == 0 })
+	waitFor(t, 5*time.Second, "queue drained", func() bool { return s.pendingDeletes() == 0 })
+}
+
+// TestUnlockWhileCutOff: Unlock cannot confirm the deletion before its ctx ends, so it must say
+// so (ErrReleasePending), and the node must go once the connection is back.
+func TestUnlockWhileCutOff(t *testing.T) {
+	p := testPath(t)
+	ctx := testCtx(t, 30*time.Second)
+	f := &faults{}
+	s := newTestSession(t, f)
+	other := newTestSession(t, nil)
+	l, err := NewMutex(s, p).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.partition()
+	uctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	err = l.Unlock(uctx)
+	if !errors.Is(err, ErrReleasePending) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Unlock while cut off = %v; want ErrReleasePending and DeadlineExceeded", err)
+	}
+	if c := children(t, other, p); len(c) != 1 {
+		t.Fatalf("children = %v; the node is still there while cut off", c)
+	}
+	f.heal()
+	waitFor(t, 15*time.Second, "background release", func() bool { return len(children(t, other, p)) == 0 })
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatalf("second Unlock after the background release = %v; want nil", err)
+	}
+}
