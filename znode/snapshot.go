@@ -1,9 +1,9 @@
 package znode
 
 import (
-	"bufio"
 	"bytes"
 	"cmp"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -153,11 +153,19 @@ func (s *snapWriter) writeNode(n *node) {
 	})
 }
 
+// snapReader reads a snapshot through its own buffer with a sticky error. The checksum is taken
+// over whole consumed stretches of the buffer, not field by field.
 type snapReader struct {
-	r   *bufio.Reader
-	crc uint32
-	err error
+	r       io.Reader
+	buf     []byte
+	pos     int // next byte to hand out
+	end     int // end of the buffered bytes
+	crcFrom int // buf[crcFrom:pos] is consumed but not yet checksummed
+	crc     uint32
+	err     error
 }
+
+const snapReadBuffer = 256 << 10
 
 func (s *snapReader) fail(format string, args ...any) {
 	if s.err == nil {
@@ -165,29 +173,67 @@ func (s *snapReader) fail(format string, args ...any) {
 	}
 }
 
+// sum returns the checksum of every byte consumed so far.
+func (s *snapReader) sum() uint32 {
+	s.crc = crc32.Update(s.crc, crcTable, s.buf[s.crcFrom:s.pos])
+	s.crcFrom = s.pos
+	return s.crc
+}
+
 // next returns the next n bytes; the slice is valid until the next call.
 func (s *snapReader) next(n int) []byte {
 	if s.err != nil {
 		return nil
 	}
-	b, err := s.r.Peek(n)
-	if err == nil {
-		s.crc = crc32.Update(s.crc, crcTable, b)
-		_, _ = s.r.Discard(n)
+	if s.end-s.pos >= n {
+		b := s.buf[s.pos : s.pos+n]
+		s.pos += n
 		return b
 	}
-	if !errors.Is(err, bufio.ErrBufferFull) {
-		s.readErr(err)
-		return nil
+	s.sum()
+	if n > len(s.buf) {
+		// Larger than the buffer: grow with the bytes that actually arrive rather than trusting n.
+		var big bytes.Buffer
+		big.Write(s.buf[s.pos:s.end])
+		s.pos, s.end, s.crcFrom = 0, 0, 0
+		if _, err := io.CopyN(&big, s.r, int64(n-big.Len())); err != nil {
+			s.readErr(err)
+			return nil
+		}
+		s.crc = crc32.Update(s.crc, crcTable, big.Bytes())
+		return big.Bytes()
 	}
-	// Larger than the buffer: grow with the bytes that actually arrive rather than trusting n.
-	var buf bytes.Buffer
-	if _, err := io.CopyN(&buf, s.r, int64(n)); err != nil {
-		s.readErr(err)
-		return nil
+	copy(s.buf, s.buf[s.pos:s.end])
+	s.end -= s.pos
+	s.pos, s.crcFrom = 0, 0
+	for s.end < n {
+		m, err := s.r.Read(s.buf[s.end:])
+		s.end += m
+		if err != nil && s.end < n {
+			s.readErr(err)
+			return nil
+		}
 	}
-	s.crc = crc32.Update(s.crc, crcTable, buf.Bytes())
-	return buf.Bytes()
+	s.pos = n
+	return s.buf[:n]
+}
+
+// atEOF reports whether the input has no more bytes.
+func (s *snapReader) atEOF() bool {
+	if s.end > s.pos {
+		return false
+	}
+	var one [1]byte
+	for range 100 { // a reader that keeps returning nothing and no error counts as ended
+		m, err := s.r.Read(one[:])
+		if m > 0 {
+			return false
+		}
+		if err != nil {
+			return true
+		}
+	}
+	return true
 }
 
 func (s *snapReader) readErr(err error) {
@@ -205,7 +251,7 @@ func (s *snapReader) int32() int32 {
 	if b == nil {
 		return 0
 	}
-	return int32(uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3]))
+	return int32(binary.BigEndian.Uint32(b))
 }
 
 func (s *snapReader) int64() int64 {
@@ -213,11 +259,7 @@ func (s *snapReader) int64() int64 {
 	if b == nil {
 		return 0
 	}
-	var v uint64
-	for _, c := range b {
-		v = v<<8 | uint64(c)
-	}
-	return int64(v)
+	return int64(binary.BigEndian.Uint64(b))
 }
 
 func (s *snapReader) length(allowNull bool) int {
@@ -279,7 +321,7 @@ func framePath(stack []restoreFrame, name string) string {
 // ReadSnapshot restores a tree from a snapshot written by View.WriteSnapshot, streaming from r.
 // Input that is not a well-formed snapshot gives an error wrapping ErrCorruptSnapshot.
 func ReadSnapshot(r io.Reader) (*Tree, error) {
-	s := &snapReader{r: bufio.NewReaderSize(r, 256<<10)}
+	s := &snapReader{r: r, buf: make([]byte, snapReadBuffer)}
 	if string(s.next(len(snapMagic))) != snapMagic {
 		s.fail("bad magic")
 	}
@@ -408,17 +450,18 @@ func ReadSnapshot(r io.Reader) (*Tree, error) {
 			p.kids = append(p.kids, entry[string, *node]{n.name, n})
 		}
 	}
-	crc := s.crc
+	var crc uint32
+	if s.err == nil {
+		crc = s.sum()
+	}
 	if got := s.int32(); s.err == nil && uint32(got) != crc {
 		s.fail("checksum mismatch")
 	}
 	if s.err == nil && want != int64(view.nodes) {
 		s.fail("node count %d, header says %d", view.nodes, want)
 	}
-	if s.err == nil {
-		if _, err := s.r.ReadByte(); err == nil {
-			s.fail("trailing bytes")
-		}
+	if s.err == nil && !s.atEOF() {
+		s.fail("trailing bytes")
 	}
 	if s.err != nil {
 		return nil, s.err
