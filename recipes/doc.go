@@ -1,0 +1,53 @@
+// Package recipes implements ZooKeeper coordination recipes — Mutex, RWMutex, Semaphore,
+// Election, Barrier and DoubleBarrier — on github.com/go-zookeeper/zk. They work against any
+// ZooKeeper-compatible server and import nothing from zkd's server side.
+//
+// # Sessions
+//
+// Every recipe runs on a Session, which wraps a *zk.Conn (Connect dials one; NewSession adopts
+// one together with its event channel). The Session knows which ZooKeeper session is current,
+// whether the connection is up, and when a session has ended, which go-zookeeper alone does not
+// report reliably: it opens a new session silently after an expiry and says nothing while
+// disconnected. A Session therefore also declares a session lost once the connection has been
+// down for the session timeout. It owns a background deleter that keeps removing nodes whose
+// deletion could not be confirmed, for as long as their session lives.
+//
+// # Locks
+//
+// A lock queues one ephemeral-sequential node per acquire under the lock path and watches only
+// the single node it waits for, with getData (never exists), so a release wakes one waiter.
+// The rules that the reference implementations each break somewhere:
+//
+//   - Every create attempt uses a fresh unique name prefix. After a connection loss the node is
+//     looked up by that prefix once the session is back, and adopted only if its ephemeralOwner
+//     is the current session; a node of an older session is deleted and the acquire starts again.
+//   - Before reporting success, the acquirer checks that its node exists and that the current
+//     session owns it.
+//   - ctx bounds waiting only. On every error (cancellation included) the node is deleted on a
+//     detached path, or queued for background deletion while the session lives.
+//   - A Lease reports loss: Done, Err and Context end when the node is deleted or the session
+//     ends; Suspended closes while the connection is down and ownership is uncertain (use
+//     WithLoseOnSuspend to treat that as loss). Unlock is idempotent and returns nil only once the
+//     node is confirmed gone.
+//   - Token().Czxid, the zxid that created the lock node, is a fencing token that strictly
+//     increases across successive holders; Lease.Multi guards writes to ZooKeeper state with a
+//     check on the lock node.
+//   - Go has no goroutine identity, so re-entry is explicit: Lease.Reenter, or calling Lock with
+//     Lease.Context.
+//   - Children that are not contenders are ignored, and sequence numbers are compared with
+//     32-bit serial-number arithmetic so the order survives the counter's wrap (Native protocol).
+//
+// # Interoperability
+//
+// WithProtocol(Curator) and WithProtocol(Kazoo) name and order nodes exactly as Apache Curator
+// and Python's kazoo do, so Go processes can contend on the same path as those clients. Each
+// protocol copies its peer's comparator, wrap behaviour included, because agreement on the winner
+// matters more than arithmetic.
+//
+// # Concurrency
+//
+// Sessions, recipes and Leases are safe for concurrent use, except that one DoubleBarrier value
+// belongs to one participant. Goroutines: a Session runs one background deleter (and, with
+// NewSession, one event reader) until Close; each held Lease runs one monitor until it ends or is
+// unlocked; Election.Observe runs one goroutine until its ctx ends.
+package recipes
