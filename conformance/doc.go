@@ -23,5 +23,20 @@
 // built from `go test -json` output: the row is <Area>/<check>, the column is <target>, the cell is
 // the test's pass, fail or skip action.
 //
+// # Differential mode
+//
+// TestDifferential sends the same scripts (diffScripts) to the reference ZooKeeper and to every
+// other target, normalises the replies (zxids by order of appearance, times, session ids and each
+// run's base path) with RunScript, and fails with a field-by-field Diff. With the reference alone
+// it runs every script twice on it, which proves the normalisation. Accepted differences are listed
+// with their reason in knownDifferences. Its test names are TestDifferential/<target>/<script>.
+//
+// # Environment
+//
+//   - CONFORMANCE_ADDR, CONFORMANCE_CAPS: run against a given server (see Targets).
+//   - CONFORMANCE_REFERENCE=1: the CONFORMANCE_ADDR server is a real ZooKeeper to compare with.
+//   - CONFORMANCE_ZK_ENSEMBLE=1: also start a real 3-server ZooKeeper ensemble.
+//   - CONFORMANCE_KEEP_DIR=1: keep the started ZooKeeper's files (logs) for inspection.
+//
 // Raw is safe for use by one goroutine at a time.
 package conformance

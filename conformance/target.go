@@ -34,6 +34,9 @@ type Target struct {
 	Caps Capabilities
 	// Version is the server's version as srvr reports it (for example "3.8.0"), or empty.
 	Version string
+	// Reference marks a real Apache ZooKeeper: the differential mode compares the other targets'
+	// replies with its replies.
+	Reference bool
 }
 
 // Standalone reports whether the target is a single server.

@@ -81,7 +81,8 @@ func buildTargets() (stop func(), err error) {
 		if err != nil {
 			return stop, err
 		}
-		tg := &Target{Name: "addr", Addrs: addrs, Caps: caps, Version: ServerVersion(addrs[0], 3*time.Second)}
+		tg := &Target{Name: "addr", Addrs: addrs, Caps: caps, Version: ServerVersion(addrs[0], 3*time.Second),
+			Reference: os.Getenv("CONFORMANCE_REFERENCE") != ""}
 		theSuite.targets = append(theSuite.targets, tg)
 		return stop, nil
 	}
@@ -110,8 +111,9 @@ func buildTargets() (stop func(), err error) {
 		Addrs: zkSrv.Addrs,
 		// zk-anchor whitelists every four-letter word and leaves extendedTypesEnabled,
 		// reconfigEnabled and superDigest at their stock defaults (off).
-		Caps:    Capabilities{AllFourLetterWords: true},
-		Version: ServerVersion(zkSrv.Addrs[0], 3*time.Second),
+		Caps:      Capabilities{AllFourLetterWords: true},
+		Version:   ServerVersion(zkSrv.Addrs[0], 3*time.Second),
+		Reference: true,
 	}
 	theSuite.targets = append(theSuite.targets, tg)
 
