@@ -191,6 +191,12 @@ func (s *snapReader) next(n int) []byte {
 		return b
 	}
 	s.sum()
+	if len(s.buf) < snapReadBuffer && s.end == len(s.buf) {
+		// The input is longer than the buffer so far: grow it, up to snapReadBuffer.
+		nb := make([]byte, min(2*len(s.buf), snapReadBuffer))
+		s.end = copy(nb, s.buf[s.pos:s.end])
+		s.buf, s.pos, s.crcFrom = nb, 0, 0
+	}
 	if n > len(s.buf) {
 		// Larger than the buffer: grow with the bytes that actually arrive rather than trusting n.
 		var big bytes.Buffer
@@ -321,7 +327,7 @@ func framePath(stack []restoreFrame, name string) string {
 // ReadSnapshot restores a tree from a snapshot written by View.WriteSnapshot, streaming from r.
 // Input that is not a well-formed snapshot gives an error wrapping ErrCorruptSnapshot.
 func ReadSnapshot(r io.Reader) (*Tree, error) {
-	s := &snapReader{r: r, buf: make([]byte, snapReadBuffer)}
+	s := &snapReader{r: r, buf: make([]byte, 4096)}
 	if string(s.next(len(snapMagic))) != snapMagic {
 		s.fail("bad magic")
 	}
@@ -392,8 +398,8 @@ func ReadSnapshot(r io.Reader) (*Tree, error) {
 			} else {
 				pathLen = 1 + len(n.name)
 			}
-		} else if n.name != "" {
-			s.fail("root has a name")
+		} else if n.name != "" || n.kind != kindPersistent {
+			s.fail("bad root")
 			return nil
 		}
 		view.nodes++
@@ -419,9 +425,6 @@ func ReadSnapshot(r io.Reader) (*Tree, error) {
 	}
 
 	root := readNode()
-	if root != nil && root.kind != kindPersistent {
-		s.fail("root is not persistent")
-	}
 	for len(stack) > 0 && s.err == nil {
 		top := &stack[len(stack)-1]
 		if top.remaining > 0 {
