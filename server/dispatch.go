@@ -3,6 +3,9 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
+	"strings"
 	"time"
 
 	"github.com/zkd-io/zkd/jute"
@@ -135,6 +138,9 @@ func (c *conn) read(hdr jute.RequestHeader, body jute.Record) {
 		v := s.view()
 		resp, err := v.Read(c.session(), c.authIDs(), hdr.Type, body)
 		code := codeFor(err)
+		if code == jute.CodeOK {
+			resp = s.withConfigData(hdr.Type, body, resp)
+		}
 		if hdr.Type == jute.OpMultiRead && code != jute.CodeOK && resp != nil {
 			// The one error reply with a body: a write op inside multiRead.
 			if !c.out.pushFrame(&jute.ReplyHeader{Xid: hdr.Xid, Zxid: v.Zxid(), Err: code}, resp) {
@@ -303,4 +309,44 @@ func (c *conn) setWatches(xid int32, rel int64, data, exist, child, persistent, 
 			return
 		}
 	}
+}
+
+// configPath is ZooKeeper's dynamic configuration node.
+const configPath = "/zookeeper/config"
+
+// withConfigData fills a getData reply for /zookeeper/config with the cluster's membership in
+// ZooKeeper's dynamic-config format (empty on a standalone server, as in ZooKeeper).
+func (s *Server) withConfigData(op jute.Op, body, resp jute.Record) jute.Record {
+	if op != jute.OpGetData || len(s.cfg.Peers) <= 1 {
+		return resp
+	}
+	req, ok := body.(*jute.GetDataRequest)
+	gd, ok2 := resp.(*jute.GetDataResponse)
+	if !ok || !ok2 || req.Path != configPath {
+		return resp
+	}
+	out := *gd
+	out.Data = []byte(s.configText())
+	out.Stat.DataLength = int32(len(out.Data))
+	return &out
+}
+
+// configText is the membership as ZooKeeper writes it into /zookeeper/config: one
+// server.N=host:quorumPort:electionPort:participant;clientHost:clientPort line per member, then
+// version=<hex>. zkd uses one peer port for everything, so it appears as both ports.
+func (s *Server) configText() string {
+	var b strings.Builder
+	for _, p := range s.cfg.Peers {
+		host, port, err := net.SplitHostPort(p.PeerAddr)
+		if err != nil {
+			host, port = p.PeerAddr, "0"
+		}
+		fmt.Fprintf(&b, "server.%d=%s:%s:%s:participant", p.ID, host, port, port)
+		if p.ClientAddr != "" {
+			fmt.Fprintf(&b, ";%s", p.ClientAddr)
+		}
+		b.WriteByte('\n')
+	}
+	b.WriteString("version=100000000\n")
+	return b.String()
 }

@@ -53,6 +53,11 @@ func (c *conn) admit(ctx context.Context, frame []byte) bool {
 		}
 		return c.enqueue(r)
 	}
+	if nullPathRead(hdr.Type, frame) {
+		// ZooKeeper refuses a read whose path is null; jute decodes null strings as "".
+		r.fixed, r.code = true, jute.CodeMarshallingError
+		return c.enqueue(r)
+	}
 	c.stats.lastOp.Store(int32(hdr.Type))
 	if hdr.Xid > 0 {
 		c.stats.lastCxid.Store(int64(hdr.Xid))
@@ -178,4 +183,14 @@ func (c *conn) complete(ctx context.Context, r request) bool {
 		c.execute(ctx, r.hdr, r.body)
 	}
 	return !c.isClosed()
+}
+
+// nullPathRead reports whether frame is a read whose leading path string is null (length -1).
+func nullPathRead(op jute.Op, frame []byte) bool {
+	switch op {
+	case jute.OpExists, jute.OpGetData, jute.OpGetACL, jute.OpGetChildren, jute.OpGetChildren2,
+		jute.OpGetAllChildrenNumber:
+		return len(frame) >= 12 && frame[8] == 0xff && frame[9] == 0xff && frame[10] == 0xff && frame[11] == 0xff
+	}
+	return false
 }

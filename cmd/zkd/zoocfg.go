@@ -116,7 +116,7 @@ func parseServerLine(key, v string) (serverLine, error) {
 	}
 	sl := serverLine{id: id, peerAddr: net.JoinHostPort(fields[0], fields[1])}
 	if clientPart != "" {
-		host, port := "", clientPart
+		host, port := "0.0.0.0", clientPart
 		if i := strings.LastIndexByte(clientPart, ':'); i >= 0 {
 			host, port = clientPart[:i], clientPart[i+1:]
 		}
@@ -305,7 +305,7 @@ func parseZooCfg(r io.Reader, log *slog.Logger) (settings, error) {
 				if clientPort == "" && sl.clientAddr != "" {
 					h, p, _ := net.SplitHostPort(sl.clientAddr)
 					clientPort = p
-					if clientAddr == "" {
+					if clientAddr == "" && h != "0.0.0.0" {
 						clientAddr = h
 					}
 				}
