@@ -1,0 +1,92 @@
+package recipes
+
+import (
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"go.uber.org/goleak"
+)
+
+// TestSessionCloseStopsEverything: after Close, every goroutine the package started (deleter,
+// lease monitors) has stopped, and a held lease reports ErrClosed.
+func TestSessionCloseStopsEverything(t *testing.T) {
+	addrs := testServer(t)
+	ignore := goleak.IgnoreCurrent()
+	ctx := testCtx(t, 30*time.Second)
+	s, err := Connect(addrs, testTimeout, zk.WithLogger(quietLogger{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := testPath(t)
+	l, err := NewMutex(s, p).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	select {
+	case <-l.Done():
+	case <-ctx.Done():
+		t.Fatal("lease did not end at Close")
+	}
+	if !errors.Is(l.Err(), ErrClosed) {
+		t.Fatalf("Err = %v; want ErrClosed", l.Err())
+	}
+	if _, err := NewMutex(s, p).Lock(ctx); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Lock on a closed session = %v; want ErrClosed", err)
+	}
+	// go-zookeeper's own goroutines wind down shortly after Close.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := goleak.Find(ignore)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestNativeAndCuratorAgree: Native and Curator nodes have the same shape, so Go processes using
+// either protocol exclude each other on one path (below the sequence wrap).
+func TestNativeAndCuratorAgree(t *testing.T) {
+	p := testPath(t)
+	ctx := testCtx(t, 60*time.Second)
+	var holders, overlaps atomic.Int32
+	var wg sync.WaitGroup
+	for i := range 4 {
+		s := newTestSession(t, nil)
+		proto := Native
+		if i%2 == 1 {
+			proto = Curator
+		}
+		m := NewMutex(s, p, WithProtocol(proto))
+		wg.Go(func() {
+			for range 5 {
+				l, err := m.Lock(ctx)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if holders.Add(1) != 1 {
+					overlaps.Add(1)
+				}
+				time.Sleep(time.Millisecond)
+				holders.Add(-1)
+				if err := l.Unlock(ctx); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if overlaps.Load() != 0 {
+		t.Fatalf("%d overlaps between Native and Curator contenders", overlaps.Load())
+	}
+}
