@@ -160,7 +160,6 @@ func TestCluster(t *testing.T) {
 		}},
 		{"sequential_counter_is_shared_by_all_servers", func(t *testing.T, e *env) {
 			needCluster(t, e)
-			var got []string
 			for i, a := range append(e.tg.Addrs, e.tg.Addrs...) {
 				c, _ := e.connectTo([]string{a}, 10*time.Second)
 				_, err := c.Sync(e.base)
@@ -170,7 +169,6 @@ func TestCluster(t *testing.T) {
 				if want := e.p("s-000000000" + itoa(i)); p != want {
 					t.Fatalf("create %d on %s: %q; want %q", i, a, p, want)
 				}
-				got = append(got, p)
 			}
 		}},
 		{"ephemerals_of_a_closed_session_vanish_everywhere", func(t *testing.T, e *env) {

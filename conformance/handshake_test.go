@@ -3,7 +3,6 @@ package conformance
 import (
 	"bytes"
 	"testing"
-	"time"
 
 	"github.com/zkd-io/zkd/jute"
 )
@@ -235,15 +234,6 @@ func TestHandshake(t *testing.T) {
 				default:
 					t.Fatalf("got %+v; want only the closeSession reply (or SessionExpired after it)", got)
 				}
-			}
-		}},
-		{"silent_connection_without_handshake_is_eventually_closed", func(t *testing.T, e *env) {
-			if testing.Short() {
-				t.Skip("takes the server's sessionless-connection timeout (10 s on ZooKeeper)")
-			}
-			r := e.dial()
-			if err := r.ExpectClosed(20 * time.Second); err != nil {
-				t.Fatalf("connection that never sent a ConnectRequest: %v", err)
 			}
 		}},
 	})

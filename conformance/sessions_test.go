@@ -49,6 +49,15 @@ func TestSessions(t *testing.T) {
 			must(t, "reattach", err)
 			wantExpiredResponse(t, resp, frame, false)
 		}},
+		{"silent_connection_without_handshake_is_eventually_closed", func(t *testing.T, e *env) {
+			if testing.Short() {
+				t.Skip("takes the server's sessionless-connection timeout (10 s on ZooKeeper)")
+			}
+			r := e.dial()
+			if err := r.ExpectClosed(20 * time.Second); err != nil {
+				t.Fatalf("connection that never sent a ConnectRequest: %v", err)
+			}
+		}},
 		{"pings_keep_a_session_alive", func(t *testing.T, e *env) {
 			r := e.rawTimeout(4000)
 			rawCreate(t, r, e.p("eph"), nil, jute.ModeEphemeral)
