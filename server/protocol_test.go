@@ -301,3 +301,36 @@ func TestMaxClientConns(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// A client that sends requests but never reads the replies is disconnected once its queued
+// output passes MaxOutboundBytes, instead of growing the server's memory without bound.
+func TestSlowConsumerDisconnected(t *testing.T) {
+	s := zkdtest.Start(t, zkdtest.WithConfig(func(c *server.Config) {
+		c.MaxFrameSize = 64 << 10
+		c.MaxOutboundBytes = 64 << 10
+	}))
+	w := rawSession(t, s.Addr())
+	big := make([]byte, 32<<10)
+	if _, err := w.Do(jute.OpCreate, &jute.CreateRequest{Path: "/big", Data: big, ACL: openACL}, &jute.CreateResponse{}); err != nil {
+		t.Fatal(err)
+	}
+	r := rawSession(t, s.Addr())
+	before := s.Stats().Connections
+	var batch []byte
+	for i := range 2000 {
+		batch = append(batch, conformance.EncodeRequest(int32(i+1), jute.OpGetData, &jute.GetDataRequest{Path: "/big"})...)
+	}
+	// 2000 replies of 32 KiB are far beyond the socket buffers and the 64 KiB limit.
+	go func() { _ = r.WriteBytes(batch) }()
+	deadline := time.Now().Add(20 * time.Second)
+	for s.Stats().Connections >= before {
+		if time.Now().After(deadline) {
+			t.Fatalf("slow consumer still connected (%d connections)", s.Stats().Connections)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// The server keeps serving others.
+	if _, err := w.Do(jute.OpExists, &jute.ExistsRequest{Path: "/big"}, &jute.ExistsResponse{}); err != nil {
+		t.Errorf("other client after the slow consumer was cut: %v", err)
+	}
+}
