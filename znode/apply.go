@@ -222,7 +222,7 @@ func (a *applier) create(op jute.Op, path string, data []byte, acl []jute.ACL, m
 	}
 	a.rewrite(parentPath, 1, func(p *node) *node {
 		c := *p
-		c.kids, _ = c.kids.set(n.name, n)
+		c.kids, _ = c.kids.set(n)
 		c.cversion++
 		c.numChildren++
 		c.desc++
@@ -236,12 +236,12 @@ func (a *applier) create(op jute.Op, path string, data []byte, acl []jute.ACL, m
 		a.v.ephemerals++
 		s, _ := a.v.sessions.get(n.owner)
 		ns := *s
-		ns.ephemerals, _ = ns.ephemerals.set(path, struct{}{})
-		a.v.sessions, _ = a.v.sessions.set(ns.ID, &ns)
+		ns.ephemerals, _ = ns.ephemerals.set(pathKey(path))
+		a.v.sessions, _ = a.v.sessions.set(&ns)
 	case kindContainer:
-		a.v.containers, _ = a.v.containers.set(path, struct{}{})
+		a.v.containers, _ = a.v.containers.set(pathKey(path))
 	case kindTTL:
-		a.v.ttls, _ = a.v.ttls.set(path, struct{}{})
+		a.v.ttls, _ = a.v.ttls.set(pathKey(path))
 	}
 	a.events = append(a.events,
 		Event{Type: jute.EventNodeCreated, Path: path, ACL: n.acl.list},
@@ -348,7 +348,7 @@ func (a *applier) remove(path, parentPath string, n *node, untrack bool) {
 			if s, ok := a.v.sessions.get(n.owner); ok {
 				ns := *s
 				ns.ephemerals, _ = ns.ephemerals.delete(path)
-				a.v.sessions, _ = a.v.sessions.set(ns.ID, &ns)
+				a.v.sessions, _ = a.v.sessions.set(&ns)
 			}
 		}
 	case kindContainer:
@@ -455,7 +455,7 @@ func (a *applier) rewrite(path string, delta int32, fn func(*node) *node) {
 	nn := fn(last)
 	for i := len(chain) - 1; i >= 0; i-- {
 		c := *chain[i]
-		c.kids, _ = c.kids.set(segs[i], nn)
+		c.kids, _ = c.kids.set(nn)
 		c.desc += delta
 		nn = &c
 	}

@@ -7,7 +7,7 @@ import "cmp"
 // the nodes on the path from the root to the change and shares everything else. An old root stays a
 // valid, unchanging map, which is what makes a View free to take and safe to read while Apply runs.
 //
-// Each bnode holds its entries in an exactly sized slice (a copy is made for every change anyway),
+// Each bnode holds its items in an exactly sized slice (a copy is made for every change anyway),
 // so a half-full node costs no unused slots.
 
 const (
@@ -15,40 +15,46 @@ const (
 	minItems = 15 // fewest entries a non-root bnode keeps after a delete
 )
 
-type entry[K cmp.Ordered, V any] struct {
-	k K
-	v V
+// item is what a btree holds: a value that carries its own key (a node its name, a session its id),
+// so an entry costs one word for the pointer types.
+type item[K cmp.Ordered] interface {
+	key() K
 }
 
-type bnode[K cmp.Ordered, V any] struct {
-	items []entry[K, V]
+type bnode[K cmp.Ordered, V item[K]] struct {
+	items []V
 	kids  []*bnode[K, V] // nil in a leaf; otherwise len(items)+1
 }
 
-// btree is a persistent ordered map. The zero value is an empty map. Its methods never modify the
-// receiver: they return the changed map.
-type btree[K cmp.Ordered, V any] struct {
+// btree is a persistent ordered set of items, keyed by their key(). The zero value is empty. Its
+// methods never modify the receiver: they return the changed tree.
+type btree[K cmp.Ordered, V item[K]] struct {
 	root *bnode[K, V]
 }
+
+// pathKey is a path in a set of paths (a session's ephemerals, the container and TTL indexes).
+type pathKey string
+
+func (p pathKey) key() string { return string(p) }
 
 func (n *bnode[K, V]) search(k K) (int, bool) {
 	lo, hi := 0, len(n.items)
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
-		if n.items[m].k < k {
+		if n.items[m].key() < k {
 			lo = m + 1
 		} else {
 			hi = m
 		}
 	}
-	return lo, lo < len(n.items) && n.items[lo].k == k
+	return lo, lo < len(n.items) && n.items[lo].key() == k
 }
 
 func (t btree[K, V]) get(k K) (V, bool) {
 	for n := t.root; n != nil; {
 		i, ok := n.search(k)
 		if ok {
-			return n.items[i].v, true
+			return n.items[i], true
 		}
 		if n.kids == nil {
 			break
@@ -61,14 +67,14 @@ func (t btree[K, V]) get(k K) (V, bool) {
 
 func (t btree[K, V]) empty() bool { return t.root == nil }
 
-// set returns the map with k bound to v, and whether k was already present.
-func (t btree[K, V]) set(k K, v V) (btree[K, V], bool) {
+// set returns the tree with v in it, replacing the item with the same key, and whether there was one.
+func (t btree[K, V]) set(v V) (btree[K, V], bool) {
 	if t.root == nil {
-		return btree[K, V]{root: &bnode[K, V]{items: []entry[K, V]{{k, v}}}}, false
+		return btree[K, V]{root: &bnode[K, V]{items: []V{v}}}, false
 	}
-	n, med, right, replaced := t.root.insert(k, v)
+	n, med, right, replaced := t.root.insert(v.key(), v)
 	if right != nil {
-		n = &bnode[K, V]{items: []entry[K, V]{med}, kids: []*bnode[K, V]{n, right}}
+		n = &bnode[K, V]{items: []V{med}, kids: []*bnode[K, V]{n, right}}
 	}
 	return btree[K, V]{root: n}, replaced
 }
@@ -99,22 +105,23 @@ func clone[T any](s []T) []T {
 
 // insert returns the copy of n with (k, v) in it; when that copy overflowed it is returned split in
 // two with the median entry between them.
-func (n *bnode[K, V]) insert(k K, v V) (*bnode[K, V], entry[K, V], *bnode[K, V], bool) {
+func (n *bnode[K, V]) insert(k K, v V) (*bnode[K, V], V, *bnode[K, V], bool) {
+	var zero V
 	i, found := n.search(k)
 	if found {
 		c := &bnode[K, V]{items: clone(n.items), kids: n.kids}
-		c.items[i].v = v
-		return c, entry[K, V]{}, nil, true
+		c.items[i] = v
+		return c, zero, nil, true
 	}
 	if n.kids == nil {
-		l, med, r := split(&bnode[K, V]{items: insertAt(n.items, i, entry[K, V]{k, v})})
+		l, med, r := split(&bnode[K, V]{items: insertAt(n.items, i, v)})
 		return l, med, r, false
 	}
 	child, med, right, replaced := n.kids[i].insert(k, v)
 	if right == nil {
 		c := &bnode[K, V]{items: n.items, kids: clone(n.kids)}
 		c.kids[i] = child
-		return c, entry[K, V]{}, nil, replaced
+		return c, zero, nil, replaced
 	}
 	kids := make([]*bnode[K, V], len(n.kids)+1)
 	copy(kids, n.kids[:i])
@@ -125,9 +132,10 @@ func (n *bnode[K, V]) insert(k K, v V) (*bnode[K, V], entry[K, V], *bnode[K, V],
 }
 
 // split divides an overfull node around its median; a node that fits is returned as it is.
-func split[K cmp.Ordered, V any](n *bnode[K, V]) (*bnode[K, V], entry[K, V], *bnode[K, V]) {
+func split[K cmp.Ordered, V item[K]](n *bnode[K, V]) (*bnode[K, V], V, *bnode[K, V]) {
 	if len(n.items) <= maxItems {
-		return n, entry[K, V]{}, nil
+		var zero V
+		return n, zero, nil
 	}
 	m := len(n.items) / 2
 	l := &bnode[K, V]{items: clone(n.items[:m])}
@@ -184,7 +192,7 @@ func (n *bnode[K, V]) remove(k K) (*bnode[K, V], bool) {
 }
 
 // removeMax returns the copy of n without its largest entry, and that entry.
-func (n *bnode[K, V]) removeMax() (*bnode[K, V], entry[K, V]) {
+func (n *bnode[K, V]) removeMax() (*bnode[K, V], V) {
 	last := len(n.items) - 1
 	if n.kids == nil {
 		return &bnode[K, V]{items: clone(n.items[:last])}, n.items[last]
@@ -217,7 +225,7 @@ func (c *bnode[K, V]) fix(i int) {
 		c.kids[i-1], c.kids[i] = nl, nc
 	case i < len(c.kids)-1 && len(c.kids[i+1].items) > minItems:
 		right := c.kids[i+1]
-		nc := &bnode[K, V]{items: make([]entry[K, V], len(child.items)+1)}
+		nc := &bnode[K, V]{items: make([]V, len(child.items)+1)}
 		copy(nc.items, child.items)
 		nc.items[len(child.items)] = c.items[i]
 		nr := &bnode[K, V]{items: clone(right.items[1:])}
@@ -234,7 +242,7 @@ func (c *bnode[K, V]) fix(i int) {
 			i-- // merge with the left sibling instead
 		}
 		l, r := c.kids[i], c.kids[i+1]
-		m := &bnode[K, V]{items: make([]entry[K, V], 0, len(l.items)+1+len(r.items))}
+		m := &bnode[K, V]{items: make([]V, 0, len(l.items)+1+len(r.items))}
 		m.items = append(append(append(m.items, l.items...), c.items[i]), r.items...)
 		if l.kids != nil {
 			m.kids = make([]*bnode[K, V], 0, len(l.kids)+len(r.kids))
@@ -246,21 +254,21 @@ func (c *bnode[K, V]) fix(i int) {
 	}
 }
 
-// ascend calls fn on every entry in key order until fn returns false; it reports whether it ran to
+// ascend calls fn on every item in key order until fn returns false; it reports whether it ran to
 // the end.
-func (t btree[K, V]) ascend(fn func(K, V) bool) bool {
+func (t btree[K, V]) ascend(fn func(V) bool) bool {
 	if t.root == nil {
 		return true
 	}
 	return t.root.ascend(fn)
 }
 
-func (n *bnode[K, V]) ascend(fn func(K, V) bool) bool {
+func (n *bnode[K, V]) ascend(fn func(V) bool) bool {
 	for i := range n.items {
 		if n.kids != nil && !n.kids[i].ascend(fn) {
 			return false
 		}
-		if !fn(n.items[i].k, n.items[i].v) {
+		if !fn(n.items[i]) {
 			return false
 		}
 	}
@@ -271,14 +279,14 @@ func (n *bnode[K, V]) ascend(fn func(K, V) bool) bool {
 }
 
 // ascendFrom is ascend starting at the first key >= from.
-func (t btree[K, V]) ascendFrom(from K, fn func(K, V) bool) bool {
+func (t btree[K, V]) ascendFrom(from K, fn func(V) bool) bool {
 	if t.root == nil {
 		return true
 	}
 	return t.root.ascendFrom(from, fn)
 }
 
-func (n *bnode[K, V]) ascendFrom(from K, fn func(K, V) bool) bool {
+func (n *bnode[K, V]) ascendFrom(from K, fn func(V) bool) bool {
 	i, _ := n.search(from)
 	for j := i; j < len(n.items); j++ {
 		if n.kids != nil {
@@ -292,7 +300,7 @@ func (n *bnode[K, V]) ascendFrom(from K, fn func(K, V) bool) bool {
 				return false
 			}
 		}
-		if !fn(n.items[j].k, n.items[j].v) {
+		if !fn(n.items[j]) {
 			return false
 		}
 	}
@@ -306,8 +314,8 @@ func (n *bnode[K, V]) ascendFrom(from K, fn func(K, V) bool) bool {
 	return true
 }
 
-// buildBtree makes a balanced map from entries sorted by strictly increasing key, in linear time.
-func buildBtree[K cmp.Ordered, V any](items []entry[K, V]) btree[K, V] {
+// buildBtree makes a balanced tree from items sorted by strictly increasing key, in linear time.
+func buildBtree[K cmp.Ordered, V item[K]](items []V) btree[K, V] {
 	if len(items) == 0 {
 		return btree[K, V]{}
 	}
@@ -328,7 +336,7 @@ func capacityAt(h int) int {
 	return c
 }
 
-func buildLevel[K cmp.Ordered, V any](items []entry[K, V], h int) *bnode[K, V] {
+func buildLevel[K cmp.Ordered, V item[K]](items []V, h int) *bnode[K, V] {
 	if h == 0 {
 		return &bnode[K, V]{items: clone(items)}
 	}
@@ -339,7 +347,7 @@ func buildLevel[K cmp.Ordered, V any](items []entry[K, V], h int) *bnode[K, V] {
 	}
 	rest := len(items) - (k - 1)
 	base, extra := rest/k, rest%k
-	n := &bnode[K, V]{items: make([]entry[K, V], 0, k-1), kids: make([]*bnode[K, V], 0, k)}
+	n := &bnode[K, V]{items: make([]V, 0, k-1), kids: make([]*bnode[K, V], 0, k)}
 	pos := 0
 	for c := 0; c < k; c++ {
 		size := base

@@ -6,13 +6,18 @@ import (
 	"testing"
 )
 
+// kv is a test item: key k, payload v.
+type kv struct{ k, v int }
+
+func (x kv) key() int { return x.k }
+
 // checkBtree verifies ordering, equal leaf depth and child counts, and returns the keys in order.
-func checkBtree[V any](t *testing.T, tr btree[int, V]) []int {
+func checkBtree(t *testing.T, tr btree[int, kv]) []int {
 	t.Helper()
 	var keys []int
 	leafDepth := -1
-	var walk func(n *bnode[int, V], depth int, root bool)
-	walk = func(n *bnode[int, V], depth int, root bool) {
+	var walk func(n *bnode[int, kv], depth int, root bool)
+	walk = func(n *bnode[int, kv], depth int, root bool) {
 		if !root && len(n.items) == 0 {
 			t.Fatalf("empty non-root bnode at depth %d", depth)
 		}
@@ -50,9 +55,9 @@ func checkBtree[V any](t *testing.T, tr btree[int, V]) []int {
 
 func TestBtreeRandomAgainstMap(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	var tr btree[int, int]
+	var tr btree[int, kv]
 	model := map[int]int{}
-	var versions []btree[int, int]
+	var versions []btree[int, kv]
 	var snapshots []map[int]int
 	for step := range 20000 {
 		k := rng.IntN(3000)
@@ -66,7 +71,7 @@ func TestBtreeRandomAgainstMap(t *testing.T) {
 			delete(model, k)
 		} else {
 			var replaced bool
-			tr, replaced = tr.set(k, step)
+			tr, replaced = tr.set(kv{k, step})
 			_, had := model[k]
 			if replaced != had {
 				t.Fatalf("step %d: set(%d) replaced = %v; want %v", step, k, replaced, had)
@@ -83,8 +88,8 @@ func TestBtreeRandomAgainstMap(t *testing.T) {
 		t.Fatalf("tree has %d keys; model %d", len(keys), len(model))
 	}
 	for k, v := range model {
-		if got, ok := tr.get(k); !ok || got != v {
-			t.Fatalf("get(%d) = %d, %v; want %d", k, got, ok, v)
+		if got, ok := tr.get(k); !ok || got.v != v {
+			t.Fatalf("get(%d) = %d, %v; want %d", k, got.v, ok, v)
 		}
 	}
 	// Old versions are unchanged by later writes.
@@ -94,8 +99,8 @@ func TestBtreeRandomAgainstMap(t *testing.T) {
 			t.Fatalf("version %d has %d keys; want %d", i, len(keys), len(snapshots[i]))
 		}
 		for k, v := range snapshots[i] {
-			if got, ok := old.get(k); !ok || got != v {
-				t.Fatalf("version %d: get(%d) = %d, %v; want %d", i, k, got, ok, v)
+			if got, ok := old.get(k); !ok || got.v != v {
+				t.Fatalf("version %d: get(%d) = %d, %v; want %d", i, k, got.v, ok, v)
 			}
 		}
 	}
@@ -118,19 +123,19 @@ func maps(m map[int]int) map[int]int {
 
 func TestBtreeBuildAndAscendFrom(t *testing.T) {
 	for _, n := range []int{0, 1, 31, 32, 33, 1000, 1023, 1024, 5000, 40000} {
-		items := make([]entry[int, int], n)
+		items := make([]kv, n)
 		for i := range items {
-			items[i] = entry[int, int]{k: 2 * i, v: i}
+			items[i] = kv{k: 2 * i, v: i}
 		}
-		tr := buildBtree(items)
+		tr := buildBtree[int](items)
 		keys := checkBtree(t, tr)
 		if len(keys) != n {
 			t.Fatalf("build(%d) holds %d keys", n, len(keys))
 		}
 		for _, from := range []int{-1, 0, 1, 7, n, 2*n - 2, 2 * n} {
 			var got []int
-			tr.ascendFrom(from, func(k, _ int) bool {
-				got = append(got, k)
+			tr.ascendFrom(from, func(x kv) bool {
+				got = append(got, x.k)
 				return len(got) < 5
 			})
 			var want []int
@@ -147,7 +152,7 @@ func TestBtreeBuildAndAscendFrom(t *testing.T) {
 			if rng.IntN(2) == 0 {
 				tr, _ = tr.delete(2 * rng.IntN(n+1))
 			} else {
-				tr, _ = tr.set(rng.IntN(2*n+1), 0)
+				tr, _ = tr.set(kv{rng.IntN(2*n + 1), 0})
 			}
 		}
 		checkBtree(t, tr)

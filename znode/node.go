@@ -60,11 +60,15 @@ func (n *node) stat() jute.Stat {
 	return s
 }
 
+func (n *node) key() string { return n.name }
+
 // session is a row of the session table with the set of its ephemeral nodes' paths.
 type session struct {
 	Session
-	ephemerals btree[string, struct{}]
+	ephemerals btree[string, pathKey]
 }
+
+func (s *session) key() int64 { return s.ID }
 
 // View is an immutable, point-in-time state of the tree. It is safe for concurrent use by any
 // number of goroutines, and stays valid and unchanged however many transactions are applied after
@@ -73,10 +77,10 @@ type View struct {
 	root       *node
 	zxid       int64
 	sessions   btree[int64, *session]
-	containers btree[string, struct{}] // paths of container nodes
-	ttls       btree[string, struct{}] // paths of TTL nodes
-	nodes      int                     // real nodes, the root included
-	dataSize   int64                   // sum of path and data lengths, as ZooKeeper approximates it
+	containers btree[string, pathKey] // paths of container nodes
+	ttls       btree[string, pathKey] // paths of TTL nodes
+	nodes      int                    // real nodes, the root included
+	dataSize   int64                  // sum of path and data lengths, as ZooKeeper approximates it
 	ephemerals int
 }
 
@@ -111,10 +115,10 @@ func New() *Tree {
 	config := &node{name: "config", data: []byte{}, acl: readOnly, aversion: -1}
 	quota := &node{name: "quota", data: []byte{}, acl: open}
 	zk := &node{name: "zookeeper", data: []byte{}, acl: open, numChildren: 2, desc: 2}
-	zk.kids, _ = zk.kids.set(config.name, config)
-	zk.kids, _ = zk.kids.set(quota.name, quota)
+	zk.kids, _ = zk.kids.set(config)
+	zk.kids, _ = zk.kids.set(quota)
 	root := &node{data: []byte{}, acl: open, numChildren: 1, desc: 3}
-	root.kids, _ = root.kids.set(zk.name, zk)
+	root.kids, _ = root.kids.set(zk)
 	t.cur.Store(&View{root: root, nodes: 4, dataSize: baseDataSize})
 	return t
 }

@@ -9,7 +9,7 @@ func (a *applier) createSession(req *CreateSession) {
 	if old, ok := a.v.sessions.get(req.ID); ok {
 		s.ephemerals = old.ephemerals
 	}
-	a.v.sessions, _ = a.v.sessions.set(req.ID, s)
+	a.v.sessions, _ = a.v.sessions.set(s)
 }
 
 // closeSessions removes the sessions and deletes all their ephemerals, in path order within each
@@ -20,7 +20,8 @@ func (a *applier) closeSessions(ids []int64) {
 		if !ok {
 			continue
 		}
-		s.ephemerals.ascend(func(path string, _ struct{}) bool {
+		s.ephemerals.ascend(func(p pathKey) bool {
+			path := string(p)
 			n := a.v.lookup(path)
 			if n != nil && n.kind == kindEphemeral && n.owner == id {
 				parentPath, _, _ := splitParent(path)
@@ -66,7 +67,8 @@ func (a *applier) reap(req *Reap) {
 // child are kept).
 func (v *View) ReapCandidates(now, neverUsedInterval int64, max int) []string {
 	var out []string
-	collect := func(path string, _ struct{}) bool {
+	collect := func(p pathKey) bool {
+		path := string(p)
 		if max > 0 && len(out) >= max {
 			return false
 		}
@@ -93,7 +95,7 @@ func (v *View) Session(id int64) (Session, bool) {
 // Sessions returns every session, sorted by id.
 func (v *View) Sessions() []Session {
 	var out []Session
-	v.sessions.ascend(func(_ int64, s *session) bool {
+	v.sessions.ascend(func(s *session) bool {
 		out = append(out, s.Session)
 		return true
 	})
@@ -111,7 +113,8 @@ func (v *View) ephemeralsWithPrefix(id int64, prefix string) []string {
 	if !ok {
 		return out
 	}
-	s.ephemerals.ascendFrom(prefix, func(path string, _ struct{}) bool {
+	s.ephemerals.ascendFrom(prefix, func(p pathKey) bool {
+		path := string(p)
 		if len(path) < len(prefix) || path[:len(prefix)] != prefix {
 			return false
 		}

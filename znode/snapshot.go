@@ -2,7 +2,6 @@ package znode
 
 import (
 	"bytes"
-	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -86,10 +85,10 @@ func (v *View) WriteSnapshot(w io.Writer) error {
 	e.Int32(snapVersion)
 	e.Int64(v.zxid)
 	var count int32
-	v.sessions.ascend(func(int64, *session) bool { count++; return true })
+	v.sessions.ascend(func(*session) bool { count++; return true })
 	e.Int32(count)
-	v.sessions.ascend(func(id int64, ss *session) bool {
-		e.Int64(id)
+	v.sessions.ascend(func(ss *session) bool {
+		e.Int64(ss.ID)
 		e.Int32(ss.Timeout)
 		e.Buffer(ss.Passwd)
 		return true
@@ -147,7 +146,7 @@ func (s *snapWriter) writeNode(n *node) {
 	if e.Len() >= snapChunk {
 		s.flush()
 	}
-	n.kids.ascend(func(_ string, c *node) bool {
+	n.kids.ascend(func(c *node) bool {
 		s.writeNode(c)
 		return s.err == nil
 	})
@@ -308,7 +307,7 @@ type restoreFrame struct {
 	n         *node
 	pathLen   int // length of the node's path
 	remaining int32
-	kids      []entry[string, *node]
+	kids      []*node
 }
 
 // framePath builds the path of a child named name of the node on top of stack.
@@ -340,13 +339,13 @@ func ReadSnapshot(r io.Reader) (*Tree, error) {
 	if nsessions < 0 {
 		s.fail("bad session count %d", nsessions)
 	}
-	sessions := make([]entry[int64, *session], 0, min(int(max(nsessions, 0)), 1<<16))
+	sessions := make([]*session, 0, min(int(max(nsessions, 0)), 1<<16))
 	for i := int32(0); i < nsessions && s.err == nil; i++ {
 		ss := &session{Session: Session{ID: s.int64(), Timeout: s.int32(), Passwd: s.buffer()}}
-		if len(sessions) > 0 && sessions[len(sessions)-1].k >= ss.ID {
+		if len(sessions) > 0 && sessions[len(sessions)-1].ID >= ss.ID {
 			s.fail("sessions out of order")
 		}
-		sessions = append(sessions, entry[int64, *session]{ss.ID, ss})
+		sessions = append(sessions, ss)
 	}
 	want := s.int64()
 	var (
@@ -434,23 +433,23 @@ func ReadSnapshot(r io.Reader) (*Tree, error) {
 				break
 			}
 			parent := &stack[len(stack)-2] // readNode pushed c, maybe moving the stack
-			if k := parent.kids; len(k) > 0 && k[len(k)-1].k >= c.name {
+			if k := parent.kids; len(k) > 0 && k[len(k)-1].name >= c.name {
 				s.fail("children out of order")
 				break
 			}
 			continue
 		}
 		n := top.n
-		n.kids = buildBtree(top.kids)
+		n.kids = buildBtree[string](top.kids)
 		for _, k := range top.kids {
-			n.desc += 1 + k.v.desc
+			n.desc += 1 + k.desc
 		}
 		clear(top.kids)
 		top.n = nil
 		stack = stack[:len(stack)-1]
 		if len(stack) > 0 {
 			p := &stack[len(stack)-1]
-			p.kids = append(p.kids, entry[string, *node]{n.name, n})
+			p.kids = append(p.kids, n)
 		}
 	}
 	var crc uint32
@@ -470,25 +469,24 @@ func ReadSnapshot(r io.Reader) (*Tree, error) {
 		return nil, s.err
 	}
 	view.root = root
-	for i, e := range sessions {
-		paths := ephemerals[e.k]
+	for _, ss := range sessions {
+		paths := ephemerals[ss.ID]
 		slices.Sort(paths)
-		e.v.ephemerals = buildBtree(setEntries(paths))
-		sessions[i] = e
+		ss.ephemerals = buildBtree[string](pathKeys(paths))
 	}
-	view.sessions = buildBtree(sessions)
+	view.sessions = buildBtree[int64](sessions)
 	slices.Sort(containers)
 	slices.Sort(ttls)
-	view.containers = buildBtree(setEntries(containers))
-	view.ttls = buildBtree(setEntries(ttls))
+	view.containers = buildBtree[string](pathKeys(containers))
+	view.ttls = buildBtree[string](pathKeys(ttls))
 	t.cur.Store(view)
 	return t, nil
 }
 
-func setEntries[K cmp.Ordered](keys []K) []entry[K, struct{}] {
-	out := make([]entry[K, struct{}], len(keys))
-	for i, k := range keys {
-		out[i].k = k
+func pathKeys(paths []string) []pathKey {
+	out := make([]pathKey, len(paths))
+	for i, p := range paths {
+		out[i] = pathKey(p)
 	}
 	return out
 }

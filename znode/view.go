@@ -128,8 +128,8 @@ func (v *View) getChildren(path string, auth []jute.Id) (*jute.GetChildrenRespon
 
 func childNames(n *node) []string {
 	out := make([]string, 0, n.numChildren)
-	n.kids.ascend(func(name string, _ *node) bool {
-		out = append(out, name)
+	n.kids.ascend(func(c *node) bool {
+		out = append(out, c.name)
 		return true
 	})
 	return out
