@@ -236,6 +236,23 @@ func TestHandshake(t *testing.T) {
 				}
 			}
 		}},
+		{"readOnly_request_on_a_read_write_server_gets_readOnly_false", func(t *testing.T, e *env) {
+			r := e.dial()
+			resp, _, err := r.Handshake(jute.ConnectRequest{TimeOut: 10000, Passwd: make([]byte, 16), ReadOnly: true, HasReadOnly: true})
+			must(t, "handshake", err)
+			if resp.SessionID == 0 || !resp.HasReadOnly || resp.ReadOnly {
+				t.Fatalf("response %+v; want a session and readOnly=false", resp)
+			}
+			_, err = r.Do(jute.OpCreate, &jute.CreateRequest{Path: e.p("w"), ACL: openACL()}, &jute.CreateResponse{})
+			must(t, "write on a read-write server", err)
+		}},
+		{"four_letter_word_after_handshake_is_not_a_command", func(t *testing.T, e *env) {
+			r := e.raw()
+			must(t, "write ruok", r.WriteBytes([]byte("ruok")))
+			if err := r.ExpectClosed(waitTimeout); err != nil {
+				t.Fatalf("ruok inside a session (a 1.9 GB frame length): %v", err)
+			}
+		}},
 	})
 }
 

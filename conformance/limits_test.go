@@ -205,5 +205,25 @@ func TestLimits(t *testing.T) {
 			}
 			e.stillServing()
 		}},
+		{"getChildren_reply_may_exceed_jute_maxbuffer", func(t *testing.T, e *env) {
+			// The server does not limit reply size: 300 names of 4000 bytes come back in one
+			// 1.2 MB frame (go-zookeeper itself could not read it).
+			long := strings.Repeat("c", 3990)
+			for batch := range 3 {
+				var ops []jute.MultiOp
+				for i := range 100 {
+					ops = append(ops, mCreate(e.p(long+itoa(batch*100+i)), 0))
+				}
+				r := e.raw()
+				rawMulti(t, r, jute.OpMulti, ops...)
+			}
+			r := e.raw()
+			var resp jute.GetChildrenResponse
+			_, err := r.Do(jute.OpGetChildren, &jute.GetChildrenRequest{Path: e.base}, &resp)
+			must(t, "getChildren", err)
+			if len(resp.Children) != 300 {
+				t.Fatalf("%d children; want 300", len(resp.Children))
+			}
+		}},
 	})
 }

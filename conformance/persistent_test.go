@@ -3,6 +3,7 @@ package conformance
 import (
 	"testing"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/zkd-io/zkd/jute"
 )
 
@@ -173,6 +174,28 @@ func TestPersistentWatches(t *testing.T) {
 			_, err = e.zk.Set(e.p("w"), []byte("x"), -1)
 			must(t, "set", err)
 			e.watchBarrier(b)
+		}},
+		{"standard_and_persistent_watch_on_one_path_give_one_event", func(t *testing.T, e *env) {
+			e.mk(e.p("w"), nil)
+			r := e.raw()
+			rawWatchData(t, r, e.p("w"))
+			addWatch(t, r, e.p("w"), jute.AddWatchPersistent)
+			for range 2 {
+				_, err := e.zk.Set(e.p("w"), []byte("x"), -1)
+				must(t, "set", err)
+				wantRawEvent(t, r, jute.EventNodeDataChanged, e.p("w"))
+			}
+			e.watchBarrier(r)
+		}},
+		{"recursive_watch_on_root_of_subtree_sees_deletes_by_session_close", func(t *testing.T, e *env) {
+			r := e.raw()
+			addWatch(t, r, e.base, jute.AddWatchPersistentRecursive)
+			c := e.conn()
+			_, err := c.Create(e.p("eph"), nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
+			must(t, "create", err)
+			wantRawEvent(t, r, jute.EventNodeCreated, e.p("eph"))
+			c.Close()
+			wantRawEvent(t, r, jute.EventNodeDeleted, e.p("eph"))
 		}},
 	})
 }
