@@ -227,8 +227,8 @@ func (n *Node) leaderReadIndex() (int64, error) {
 		return 0, ErrNotLeader
 	}
 	commit := n.raft.CommitIndex() // before verifying (hashicorp/raft#603)
-	if err := n.raft.VerifyLeader().Error(); err != nil {
-		return 0, fmt.Errorf("%w: %w", ErrNotLeader, err)
+	if err := n.verifyLeader(); err != nil {
+		return 0, err
 	}
 	// The FSM never sees no-op, configuration or barrier entries, so wait for the newest command
 	// at or below the commit index instead; everything at or below the applied zxid is a known
@@ -244,6 +244,30 @@ func (n *Node) leaderReadIndex() (int64, error) {
 		}
 	}
 	return applied, nil
+}
+
+// verifyLeader confirms leadership with a heartbeat round. hashicorp/raft v1.7.3 can leave a
+// VerifyLeader future unanswered when the node shuts down while it waits (seen in the
+// linearizability test), so the wait is bounded here and the waiting goroutine is left to the
+// raft future: it ends when raft answers, or stays parked on a dead future after Shutdown. That
+// goroutine is the one this package does not own; it holds no locks or resources.
+func (n *Node) verifyLeader() error {
+	vf := n.raft.VerifyLeader()
+	done := make(chan error, 1)
+	go func() { done <- vf.Error() }()
+	t := time.NewTimer(max(4*n.cfg.HeartbeatTimeout, time.Second))
+	defer t.Stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrNotLeader, err)
+		}
+		return nil
+	case <-t.C:
+		return fmt.Errorf("%w: leadership not confirmed in time", ErrNotLeader)
+	case <-n.stop:
+		return ErrShutdown
+	}
 }
 
 // Touch records that the sessions' clients are alive (a ping or any request). Touches reach the
