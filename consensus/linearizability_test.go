@@ -308,7 +308,6 @@ func lzRun(n *Node, in lzInput) (out lzOutput, keep bool) {
 	return out, true
 }
 
-
 // TestLinearizabilityModelRejectsStaleRead makes sure the checker can fail: a read that misses a
 // write which completed before the read began is not linearizable.
 func TestLinearizabilityModelRejectsStaleRead(t *testing.T) {
