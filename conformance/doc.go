@@ -21,7 +21,9 @@
 // Test names have the shape Test<Area>/<target>/<check>, for example
 // TestWatches/zookeeper/exists_watch_on_missing_node_fires_NodeCreated. A compatibility matrix is
 // built from `go test -json` output: the row is <Area>/<check>, the column is <target>, the cell is
-// the test's pass, fail or skip action.
+// the test's pass, fail or skip action. The matrix command (conformance/matrix) renders it:
+//
+//	go test -json ./conformance/... | go run ./conformance/matrix > docs/compatibility.md
 //
 // # Differential mode
 //

@@ -1,0 +1,44 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestRenderBuildsOneRowPerCheckAndOneColumnPerTarget(t *testing.T) {
+	in := strings.Join([]string{
+		`{"Action":"run","Test":"TestWatches/zookeeper/a_check"}`,
+		`{"Action":"pass","Test":"TestWatches/zookeeper/a_check"}`,
+		`{"Action":"fail","Test":"TestWatches/zkd/a_check"}`,
+		`{"Action":"skip","Test":"TestTTL/zkd/ttl_check"}`,
+		`{"Action":"pass","Test":"TestWatches/zookeeper"}`,
+		`{"Action":"pass","Test":"TestWatches"}`,
+		`not json`,
+	}, "\n")
+	var out strings.Builder
+	if err := run(strings.NewReader(in), &out); err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	for _, want := range []string{
+		"- zookeeper: 1 pass, 0 fail, 0 skip\n",
+		"- zkd: 0 pass, 1 fail, 1 skip\n",
+		"| check | zookeeper | zkd |\n|---|---|---|\n",
+		"| TTL/ttl_check | – | skip |\n",
+		"| Watches/a_check | pass | **FAIL** |\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("matrix lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Index(got, "TTL/ttl_check") > strings.Index(got, "Watches/a_check") {
+		t.Errorf("rows are not sorted:\n%s", got)
+	}
+}
+
+func TestRunRejectsInputWithoutResults(t *testing.T) {
+	var out strings.Builder
+	if err := run(strings.NewReader(`{"Action":"pass","Test":"TestX"}`), &out); err == nil {
+		t.Fatalf("run accepted input with no conformance results")
+	}
+}
