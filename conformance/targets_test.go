@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/zkd-io/zkd/internal/zktest"
+	"go.uber.org/goleak"
 )
 
 // suite holds the targets built once for the whole test binary in TestMain.
@@ -47,12 +48,26 @@ func TestMain(m *testing.M) {
 func runSuite(m *testing.M) int {
 	theSuite.runID = fmt.Sprintf("%x", time.Now().UnixNano())
 	stop, err := buildTargets()
-	defer stop()
 	if err != nil {
+		stop()
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	return m.Run()
+	code := m.Run()
+	stop()
+	if code == 0 {
+		// Every goroutine the checks start must be gone. go-zookeeper winds its connection down
+		// asynchronously after Close returns, so its loops are not counted.
+		if err := goleak.Find(
+			goleak.IgnoreTopFunction("github.com/go-zookeeper/zk.(*Conn).loop"),
+			goleak.IgnoreTopFunction("github.com/go-zookeeper/zk.(*Conn).sendLoop"),
+			goleak.IgnoreTopFunction("github.com/go-zookeeper/zk.(*Conn).recvLoop"),
+		); err != nil {
+			fmt.Fprintln(os.Stderr, "conformance: leaked goroutines:", err)
+			return 1
+		}
+	}
+	return code
 }
 
 // buildTargets fills theSuite.targets: the in-process zkd targets, then CONFORMANCE_ADDR if set,
