@@ -240,7 +240,7 @@ func (s *Server) connectionsJSON() []map[string]any {
 		list = append(list, map[string]any{
 			"remote_socket_address": c.remote,
 			"interest_ops":          1,
-			"outstanding_requests":  c.out.pending(),
+			"outstanding_requests":  len(c.reqs),
 			"packets_received":      st.received.Load(),
 			"packets_sent":          st.sent.Load(),
 			"session_id":            c.session(),
@@ -289,7 +289,7 @@ func (s *Server) serveMetrics(w http.ResponseWriter, _ *http.Request) {
 	metric("packets_received", "counter", "Client packets received.", st.PacketsReceived)
 	metric("packets_sent", "counter", "Client packets sent.", st.PacketsSent)
 	metric("num_alive_connections", "gauge", "Open client connections.", st.Connections)
-	metric("outstanding_requests", "gauge", "Bytes queued for clients and not yet written.", st.Outstanding)
+	metric("outstanding_requests", "gauge", "Requests admitted and not yet answered.", st.Outstanding)
 	metric("znode_count", "gauge", "Number of znodes.", st.NodeCount)
 	metric("watch_count", "gauge", "Number of watches.", st.WatchCount)
 	metric("ephemerals_count", "gauge", "Number of ephemeral nodes.", st.EphemeralCount)

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -41,7 +42,7 @@ func (c *conn) fourLetterWord(_ context.Context, word string) error {
 		out = word + " is not executed because it is not in the whitelist.\n"
 	case word == "stmk":
 		var mask [8]byte
-		if _, err := c.br.Read(mask[:]); err != nil {
+		if _, err := io.ReadFull(c.br, mask[:]); err != nil {
 			return err
 		}
 		out = s.fourLetterOutput(word)
@@ -358,7 +359,7 @@ func opAbbrev(op jute.Op) string {
 // consLine is one connection's line of cons, in the format go-zookeeper's FLWCons parses.
 func (c *conn) consLine() string {
 	st := &c.stats
-	line := fmt.Sprintf(" /%s[1](queued=%d,recved=%d,sent=%d", c.remote, c.out.pending(), st.received.Load(), st.sent.Load())
+	line := fmt.Sprintf(" /%s[1](queued=%d,recved=%d,sent=%d", c.remote, len(c.reqs), st.received.Load(), st.sent.Load())
 	if sid := c.session(); sid != 0 {
 		avg := int64(0)
 		if n := st.count.Load(); n > 0 {

@@ -61,7 +61,7 @@ type Stats struct {
 	AvgLatency             float64
 	// Connections is the number of open client connections.
 	Connections int
-	// Outstanding is the number of bytes queued for clients and not yet written.
+	// Outstanding is the number of requests admitted and not yet answered.
 	Outstanding int64
 	// NodeCount is ZooKeeper's znode_count.
 	NodeCount int
@@ -117,7 +117,7 @@ func (s *Server) Stats() Stats {
 	}
 	for _, c := range s.connections() {
 		st.Connections++
-		st.Outstanding += int64(c.out.pending())
+		st.Outstanding += int64(len(c.reqs))
 	}
 	if st.Mode == "leader" {
 		st.Followers = len(s.cfg.Peers) - 1
