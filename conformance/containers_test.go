@@ -55,6 +55,17 @@ func TestContainers(t *testing.T) {
 			_, err := r.Do(jute.OpCreateContainer, &jute.CreateRequest{Path: e.p("c"), ACL: openACL(), Flags: jute.ModeContainer}, &jute.Create2Response{})
 			wantCode(t, "createContainer existing", err, jute.CodeNodeExists)
 		}},
+		{"containers_are_not_ephemerals", func(t *testing.T, e *env) {
+			r := e.raw()
+			_, err := r.Do(jute.OpCreateContainer, &jute.CreateRequest{Path: e.p("c"), ACL: openACL(), Flags: jute.ModeContainer}, &jute.Create2Response{})
+			must(t, "createContainer", err)
+			var resp jute.GetEphemeralsResponse
+			_, err = r.Do(jute.OpGetEphemerals, &jute.GetEphemeralsRequest{PrefixPath: "/"}, &resp)
+			must(t, "getEphemerals", err)
+			if len(resp.Ephemerals) != 0 {
+				t.Fatalf("getEphemerals lists %v; containers are not ephemeral", resp.Ephemerals)
+			}
+		}},
 		{"container_can_be_deleted_by_the_client", func(t *testing.T, e *env) {
 			r := e.raw()
 			_, err := r.Do(jute.OpCreateContainer, &jute.CreateRequest{Path: e.p("c"), ACL: openACL(), Flags: jute.ModeContainer}, &jute.Create2Response{})

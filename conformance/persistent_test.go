@@ -164,6 +164,12 @@ func TestPersistentWatches(t *testing.T) {
 			r := e.raw()
 			addWatch(t, r, e.p("secret"), jute.AddWatchPersistent)
 		}},
+		{"addWatch_does_not_validate_the_path", func(t *testing.T, e *env) {
+			r := e.raw()
+			_, err := r.Do(jute.OpAddWatch, &jute.AddWatchRequest{Path: "relative/path", Mode: jute.AddWatchPersistent}, &jute.ErrorResponse{})
+			got := wantOneOf(t, "addWatch on a relative path", err, jute.CodeOK, jute.CodeBadArguments)
+			e.seen("addWatch on an invalid path: %v", got)
+		}},
 		{"persistent_watch_is_gone_after_reconnect", func(t *testing.T, e *env) {
 			e.mk(e.p("w"), nil)
 			a := e.raw()

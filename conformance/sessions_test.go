@@ -58,6 +58,13 @@ func TestSessions(t *testing.T) {
 				t.Fatalf("connection that never sent a ConnectRequest: %v", err)
 			}
 		}},
+		{"session_survives_silence_shorter_than_its_timeout", func(t *testing.T, e *env) {
+			r := e.rawTimeout(4000)
+			rawCreate(t, r, e.p("eph"), nil, jute.ModeEphemeral)
+			<-time.After(3 * time.Second) // a silence shorter than the 4 s timeout
+			_, err := r.Do(jute.OpExists, &jute.ExistsRequest{Path: e.p("eph")}, &jute.ExistsResponse{})
+			must(t, "exists after 3 s of silence", err)
+		}},
 		{"pings_keep_a_session_alive", func(t *testing.T, e *env) {
 			r := e.rawTimeout(4000)
 			rawCreate(t, r, e.p("eph"), nil, jute.ModeEphemeral)

@@ -156,6 +156,19 @@ func TestSetWatches(t *testing.T) {
 			}
 			wantRawEvent(t, r, jute.EventNodeDeleted, e.p("gone"))
 		}},
+		{"catch_up_events_ignore_the_acl", func(t *testing.T, e *env) {
+			owner := e.conn()
+			must(t, "addauth", owner.AddAuth("digest", []byte("o:pw")))
+			_, err := owner.Create(e.p("secret"), nil, 0, digestACL("o", "pw"))
+			must(t, "create", err)
+			r := e.raw()
+			_, err = r.Do(jute.OpSetWatches, &jute.SetWatches{RelativeZxid: 0, DataWatches: []string{e.p("secret")}, ExistWatches: []string{}, ChildWatches: []string{}}, nil)
+			must(t, "setWatches", err)
+			if len(r.Events) != 1 {
+				t.Fatalf("%d catch-up events for a node the client cannot read; want 1 (catch-up skips the ACL filter)", len(r.Events))
+			}
+			wantRawEvent(t, r, jute.EventNodeDataChanged, e.p("secret"))
+		}},
 		{"empty_setWatches_is_accepted", func(t *testing.T, e *env) {
 			r := e.raw()
 			_, err := r.Do(jute.OpSetWatches, &jute.SetWatches{DataWatches: []string{}, ExistWatches: []string{}, ChildWatches: []string{}}, nil)
