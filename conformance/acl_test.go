@@ -279,6 +279,17 @@ func TestACL(t *testing.T) {
 				e.seen("exists checks READ (ZooKeeper 3.8.4+ / 3.9.2+)")
 			}
 		}},
+		{"sync_needs_no_permission", func(t *testing.T, e *env) {
+			lockedNode(t, e, e.p("n"), digestACL("owner", "pw"))
+			if _, err := e.zk.Sync(e.p("n")); err != nil {
+				t.Fatalf("sync on a locked node: %v", err)
+			}
+		}},
+		{"ip_auth_packet_is_accepted", func(t *testing.T, e *env) {
+			r := e.raw()
+			_, err := r.Do(jute.OpAuth, &jute.AuthPacket{Scheme: "ip", Auth: []byte("127.0.0.1")}, nil)
+			must(t, "auth ip", err)
+		}},
 		{"unknown_auth_scheme_fails_AuthFailed_and_closes", func(t *testing.T, e *env) {
 			r := e.raw()
 			rep, err := r.Call(jute.OpAuth, &jute.AuthPacket{Scheme: "nosuchscheme", Auth: []byte("x")})

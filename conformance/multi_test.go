@@ -263,6 +263,42 @@ func TestMulti(t *testing.T) {
 				t.Fatalf("results %+v", got)
 			}
 		}},
+		{"setData_result_stat_carries_the_multi_zxid", func(t *testing.T, e *env) {
+			e.mk(e.p("n"), nil)
+			r := e.raw()
+			h, resp := rawMulti(t, r, jute.OpMulti, mSet(e.p("n"), []byte("a"), 0), mSet(e.p("n"), []byte("bb"), 1))
+			st := resp.Results[1].Resp.(*jute.SetDataResponse).Stat
+			if st.Version != 2 || st.Mzxid != h.Zxid || st.DataLength != 2 {
+				t.Fatalf("second setData stat %+v (multi zxid 0x%x); want version 2, mzxid = multi zxid, dataLength 2", st, h.Zxid)
+			}
+			first := resp.Results[0].Resp.(*jute.SetDataResponse).Stat
+			if first.Version != 1 || first.Mzxid != h.Zxid {
+				t.Fatalf("first setData stat %+v; want version 1 with the multi zxid", first)
+			}
+		}},
+		{"parent_stat_counts_every_child_change_in_a_multi", func(t *testing.T, e *env) {
+			r := e.raw()
+			rawCreate(t, r, e.p("p"), nil, jute.ModePersistent)
+			h, _ := rawMulti(t, r, jute.OpMulti, mCreate(e.p("p", "a"), 0), mCreate(e.p("p", "b"), 0), mDelete(e.p("p", "a")))
+			st := e.stat(e.p("p"))
+			if st.Cversion != 3 || st.NumChildren != 1 || st.Pzxid != h.Zxid {
+				t.Fatalf("parent %+v after 2 creates and 1 delete in a multi at 0x%x; want cversion 3, 1 child, pzxid = multi zxid", st, h.Zxid)
+			}
+		}},
+		{"create_errors_are_header_only_for_every_create_op", func(t *testing.T, e *env) {
+			e.mk(e.p("n"), nil)
+			r := e.raw()
+			for _, op := range []jute.Op{jute.OpCreate, jute.OpCreate2, jute.OpCreateContainer} {
+				flags := jute.ModePersistent
+				if op == jute.OpCreateContainer {
+					flags = jute.ModeContainer
+				}
+				_, err := r.Do(op, &jute.CreateRequest{Path: e.p("n"), ACL: openACL(), Flags: flags}, jute.NewResponse(op))
+				wantCode(t, op.String()+" existing", err, jute.CodeNodeExists)
+				_, err = r.Do(op, &jute.CreateRequest{Path: e.p("missing", "x"), ACL: openACL(), Flags: flags}, jute.NewResponse(op))
+				wantCode(t, op.String()+" without parent", err, jute.CodeNoNode)
+			}
+		}},
 		{"container_create_in_multi_returns_type_15", func(t *testing.T, e *env) {
 			r := e.raw()
 			_, resp := rawMulti(t, r, jute.OpMulti,
