@@ -42,6 +42,10 @@ type Config struct {
 	// Peers lists every voting member, this server included, to bootstrap a new cluster.
 	// Empty means standalone: a one-voter cluster.
 	Peers []Peer
+	// Join starts a server with no data as a member-to-be: it bootstraps nothing and waits until
+	// the cluster adds it (a reconfig naming it among the joining servers). Peers must still
+	// list it. False means a new cluster bootstraps from Peers.
+	Join bool
 	// PeerAddr is the peer address to listen on when PeerListener is nil. Empty means this
 	// server's entry in Peers, or "127.0.0.1:0" when standalone.
 	PeerAddr string

@@ -3,9 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"fmt"
-	"net"
-	"strings"
 	"time"
 
 	"github.com/zkd-io/zkd/jute"
@@ -108,13 +105,7 @@ func (c *conn) execute(ctx context.Context, hdr jute.RequestHeader, body jute.Re
 		}
 		c.reply(hdr.Xid, s.view().Zxid(), jute.CodeOK, &jute.WhoAmIResponse{ClientInfo: infos})
 	case jute.OpReconfig:
-		code := jute.CodeReconfigDisabled
-		if s.cfg.ReconfigEnabled {
-			// Membership changes are not offered over the client protocol yet; an enabled
-			// server answers as a standalone ZooKeeper does.
-			code = jute.CodeUnimplemented
-		}
-		c.reply(hdr.Xid, s.view().Zxid(), code, nil)
+		c.reconfig(ctx, hdr, body.(*jute.ReconfigRequest))
 	default:
 		c.read(hdr, body)
 	}
@@ -326,27 +317,8 @@ func (s *Server) withConfigData(op jute.Op, body, resp jute.Record) jute.Record 
 		return resp
 	}
 	out := *gd
-	out.Data = []byte(s.configText())
+	text, _ := s.configText()
+	out.Data = []byte(text)
 	out.Stat.DataLength = int32(len(out.Data))
 	return &out
-}
-
-// configText is the membership as ZooKeeper writes it into /zookeeper/config: one
-// server.N=host:quorumPort:electionPort:participant;clientHost:clientPort line per member, then
-// version=<hex>. zkd uses one peer port for everything, so it appears as both ports.
-func (s *Server) configText() string {
-	var b strings.Builder
-	for _, p := range s.cfg.Peers {
-		host, port, err := net.SplitHostPort(p.PeerAddr)
-		if err != nil {
-			host, port = p.PeerAddr, "0"
-		}
-		fmt.Fprintf(&b, "server.%d=%s:%s:%s:participant", p.ID, host, port, port)
-		if p.ClientAddr != "" {
-			fmt.Fprintf(&b, ";%s", p.ClientAddr)
-		}
-		b.WriteByte('\n')
-	}
-	b.WriteString("version=100000000\n")
-	return b.String()
 }

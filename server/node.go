@@ -78,6 +78,7 @@ func openConsensus(s *Server) (backend, func() error, error) {
 	for _, p := range cfg.Peers {
 		cc.Peers = append(cc.Peers, consensus.Peer{ID: strconv.FormatInt(p.ID, 10), Addr: p.PeerAddr})
 	}
+	cc.NoBootstrap = cfg.Join
 	cc.Logger = s.log
 	cc.TickTime = cfg.TickTime
 	var node atomic.Pointer[consensus.Node]

@@ -47,6 +47,11 @@ type Server struct {
 		sessions map[int64]*conn
 		closing  bool
 	}
+	// clientAddrs are the members' client addresses by id, for /zookeeper/config.
+	clientAddrs struct {
+		sync.Mutex
+		m map[int64]string
+	}
 	stats    serverStats
 	admin    *http.Server
 	adminLn  net.Listener
@@ -80,6 +85,10 @@ func newServer(cfg Config) *Server {
 	s.mu.conns = make(map[*conn]struct{})
 	s.mu.perIP = make(map[string]int)
 	s.mu.sessions = make(map[int64]*conn)
+	s.clientAddrs.m = make(map[int64]string)
+	for _, p := range cfg.Peers {
+		s.clientAddrs.m[p.ID] = p.ClientAddr
+	}
 	return s
 }
 

@@ -128,7 +128,7 @@ func (s *Server) Stats() Stats {
 
 // mode is standalone for a one-voter server, else leader or follower.
 func (s *Server) mode() string {
-	if len(s.cfg.Peers) <= 1 {
+	if len(s.members()) <= 1 {
 		return "standalone"
 	}
 	if s.backend.Leader() {
