@@ -59,6 +59,9 @@ type snapWriter struct {
 	err  error
 	acls map[*aclSet]int32
 	keys map[string]int32
+	// the last ACL written and its index: most nodes share their neighbour's ACL
+	lastACL *aclSet
+	lastRef int32
 }
 
 func (s *snapWriter) flush() {
@@ -112,23 +115,10 @@ func (s *snapWriter) writeNode(n *node) {
 		return
 	}
 	e := &s.e
-	ref, ok := s.acls[n.acl]
-	if !ok {
-		ref, ok = s.keys[n.acl.key]
-		if !ok {
-			ref = int32(len(s.keys))
-			s.keys[n.acl.key] = ref
-			e.Int32(ref)
-			e.Int32(int32(len(n.acl.list)))
-			for i := range n.acl.list {
-				n.acl.list[i].Encode(e)
-			}
-		} else {
-			e.Int32(ref)
-		}
-		s.acls[n.acl] = ref
+	if n.acl == s.lastACL {
+		e.Int32(s.lastRef)
 	} else {
-		e.Int32(ref)
+		s.lastACL, s.lastRef = n.acl, s.aclRef(n.acl)
 	}
 	e.String(n.name)
 	e.Buffer(n.data)
@@ -150,6 +140,29 @@ func (s *snapWriter) writeNode(n *node) {
 		s.writeNode(c)
 		return s.err == nil
 	})
+}
+
+// aclRef writes the table index of acl, with the list itself when it is new to the table.
+func (s *snapWriter) aclRef(acl *aclSet) int32 {
+	e := &s.e
+	ref, ok := s.acls[acl]
+	if !ok {
+		ref, ok = s.keys[acl.key]
+		if !ok {
+			ref = int32(len(s.keys))
+			s.keys[acl.key] = ref
+			e.Int32(ref)
+			e.Int32(int32(len(acl.list)))
+			for i := range acl.list {
+				acl.list[i].Encode(e)
+			}
+			s.acls[acl] = ref
+			return ref
+		}
+		s.acls[acl] = ref
+	}
+	e.Int32(ref)
+	return ref
 }
 
 // snapReader reads a snapshot through its own buffer with a sticky error. The checksum is taken
