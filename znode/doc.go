@@ -22,6 +22,20 @@
 // and each failure maps to ZooKeeper's wire code by construction. The Err… variables below name the
 // codes znode produces.
 //
+// # Transactions
+//
+// Apply takes the client write ops with their jute request records (see Txn), plus the internal
+// createSession, closeSession and deleteContainer (Reap, or a client's DeleteContainerRequest).
+// A top-level check, and any op that is not a write, gives Unimplemented; a request record of the
+// wrong type gives MarshallingError. Every call, failed or not, advances LastZxid to its zxid. TTL
+// creates are always accepted: refusing them when extended types are off is the server's job.
+// Session ids are opaque: node kinds are stored apart from the owner, so any id is allowed.
+//
+// # Snapshots
+//
+// View.WriteSnapshot streams a versioned binary format (see snapshot.go) with a CRC-32C trailer;
+// ReadSnapshot restores it and refuses anything malformed with ErrCorruptSnapshot.
+//
 // # Counting
 //
 // NodeCount follows ZooKeeper's znode_count, which counts a "" alias of the root: a fresh tree
