@@ -78,7 +78,7 @@ func waitRuok(t *testing.T, addr string, p *zkdProcess) {
 
 func connectZk(t *testing.T, addr string) *zk.Conn {
 	t.Helper()
-	c, ev, err := zk.Connect([]string{addr}, 5*time.Second, zk.WithLogInfo(false))
+	c, ev, err := zk.Connect([]string{addr}, 5*time.Second, zk.WithLogInfo(false), zk.WithLogger(quietLogger{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,3 +182,8 @@ func TestKill9LosesNoAcknowledgedWrite(t *testing.T) {
 	}
 	t.Logf("%d acknowledged writes survived kill -9", len(want))
 }
+
+// quietLogger keeps go-zookeeper's reconnect chatter out of test output.
+type quietLogger struct{}
+
+func (quietLogger) Printf(string, ...any) {}
