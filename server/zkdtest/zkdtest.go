@@ -31,8 +31,14 @@ func WithLogs(t testing.TB) Option {
 	return func(c *server.Config) { c.Logger = slog.New(slog.NewTextHandler(t.Output(), nil)) }
 }
 
-// config is the test default: every four-letter word, TTL nodes enabled, a short tick so
-// sessions expire quickly, and a Raft heartbeat timeout loose enough for -race on a busy machine.
+// Config returns the configuration Start and StartCluster use, with opts applied, for code that
+// starts servers itself (a TestMain has no testing.TB): every four-letter word, TTL nodes
+// enabled, tickTime 200ms so sessions expire quickly (timeouts 400ms to 30s), and a Raft heartbeat
+// timeout loose enough for -race on a busy machine.
+func Config(opts ...Option) server.Config {
+	return config(opts)
+}
+
 func config(opts []Option) server.Config {
 	cfg := server.Config{
 		TickTime:             200 * time.Millisecond,
