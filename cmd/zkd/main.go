@@ -121,7 +121,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	log.Info("zkd started", "version", server.Version, "client", srv.Addr(), "admin", srv.AdminAddr(),
-		"dataDir", st.cfg.Dir, "serverID", st.cfg.ServerID, "peers", len(st.cfg.Peers))
+		"dataDir", st.cfg.Dir, "serverID", srv.Stats().ServerID, "peers", len(st.cfg.Peers))
 
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
