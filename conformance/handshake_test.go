@@ -144,6 +144,26 @@ func TestHandshake(t *testing.T) {
 				t.Fatalf("lastZxidSeen ahead of the server: %v", err)
 			}
 		}},
+		{"client_that_has_seen_the_latest_zxid_is_accepted", func(t *testing.T, e *env) {
+			a := e.raw()
+			h, _ := rawCreate(t, a, e.p("n"), nil, jute.ModePersistent)
+			b := e.dial()
+			resp, _, err := b.Handshake(jute.ConnectRequest{LastZxidSeen: h.Zxid, TimeOut: 10000, Passwd: make([]byte, 16)})
+			must(t, "handshake", err)
+			if resp.SessionID == 0 {
+				t.Fatalf("a client whose lastZxidSeen is the server's last write was refused")
+			}
+		}},
+		{"reattach_with_lastZxidSeen_keeps_the_session", func(t *testing.T, e *env) {
+			a := e.raw()
+			h, _ := rawCreate(t, a, e.p("n"), nil, jute.ModePersistent)
+			b := e.dial()
+			resp, _, err := b.Handshake(jute.ConnectRequest{LastZxidSeen: h.Zxid, TimeOut: 10000, SessionID: a.Session.SessionID, Passwd: a.Session.Passwd})
+			must(t, "reattach", err)
+			if resp.SessionID != a.Session.SessionID {
+				t.Fatalf("reattach with lastZxidSeen 0x%x gave session 0x%x", h.Zxid, resp.SessionID)
+			}
+		}},
 		{"requests_pipelined_behind_the_connect_request_are_answered_in_order", func(t *testing.T, e *env) {
 			r := e.dial()
 			req := jute.ConnectRequest{TimeOut: 10000, Passwd: make([]byte, 16), HasReadOnly: true}
