@@ -258,6 +258,14 @@ func (c *conn) handshake(ctx context.Context, req *jute.ConnectRequest) (bool, e
 		timeout = sess.Timeout
 	} else {
 		sess, ok := s.view().Session(req.SessionID)
+		if !ok {
+			// This server may not have applied the session's creation yet (the client saw no
+			// zxid since): catch up with the leader before calling it expired.
+			sctx, cancel := context.WithTimeout(ctx, time.Second)
+			_ = s.backend.Sync(sctx)
+			cancel()
+			sess, ok = s.view().Session(req.SessionID)
+		}
 		if !ok || !bytes.Equal(sess.Passwd, req.Passwd) {
 			c.out.pushFrame(expiredResponse(req))
 			c.finish()
