@@ -161,6 +161,45 @@ func diffScripts() []Script {
 			}},
 			sCreate1("create later fires", "/later", 0),
 		}},
+		{"containers_and_ttl_switch", []Step{
+			{"createContainer c", jute.OpCreateContainer, func(b string) jute.Record {
+				return &jute.CreateRequest{Path: b + "/c", ACL: openACL(), Flags: jute.ModeContainer}
+			}},
+			sCreate1("create c/kid", "/c/kid", 0),
+			sExists("exists c", "/c", false),
+			sCreate1("create flag 4 through op 1", "/plain", jute.ModeContainer),
+			{"createContainer bad flags", jute.OpCreateContainer, func(b string) jute.Record {
+				return &jute.CreateRequest{Path: b + "/bad", ACL: openACL(), Flags: 9}
+			}},
+			sMulti("createContainer in multi", jute.OpMulti, func(b string) []jute.MultiOp {
+				return []jute.MultiOp{{Type: jute.OpCreateContainer, Req: &jute.CreateRequest{Path: b + "/mc", ACL: openACL(), Flags: jute.ModeContainer}}}
+			}),
+		}},
+		{"ephemerals_and_close", []Step{
+			sCreate("ephemeral", "/e", []byte("d"), jute.ModeEphemeral),
+			sCreate("ephemeral sequential", "/es-", nil, jute.ModeEphemeralSequential),
+			{"getEphemerals prefix", jute.OpGetEphemerals, func(b string) jute.Record { return &jute.GetEphemeralsRequest{PrefixPath: b + "/e"} }},
+			sGet("getData ephemeral", "/e", false),
+			{"closeSession", jute.OpCloseSession, func(string) jute.Record { return nil }},
+		}},
+		{"persistent_watches", []Step{
+			{"addWatch persistent p", jute.OpAddWatch, func(b string) jute.Record {
+				return &jute.AddWatchRequest{Path: b + "/p", Mode: jute.AddWatchPersistent}
+			}},
+			sCreate1("create p fires", "/p", 0),
+			sCreate1("create p/c fires", "/p/c", 0),
+			sSet("setData p fires", "/p", []byte("1"), -1),
+			sSet("setData p fires again", "/p", []byte("2"), -1),
+			sSet("setData p/c silent", "/p/c", []byte("x"), -1),
+			{"addWatch bad mode", jute.OpAddWatch, func(b string) jute.Record { return &jute.AddWatchRequest{Path: b + "/p", Mode: 9} }},
+			{"checkWatches any", jute.OpCheckWatches, func(b string) jute.Record {
+				return &jute.CheckWatchesRequest{Path: b + "/p", Type: jute.WatcherAny}
+			}},
+			{"removeWatches any", jute.OpRemoveWatches, func(b string) jute.Record {
+				return &jute.RemoveWatchesRequest{Path: b + "/p", Type: jute.WatcherAny}
+			}},
+			sDelete("delete p/c silent", "/p/c", -1),
+		}},
 		{"acl_and_auth", []Step{
 			{"auth digest", jute.OpAuth, func(string) jute.Record { return &jute.AuthPacket{Scheme: "digest", Auth: []byte("alice:secret")} }},
 			{"create with auth acl", jute.OpCreate, func(b string) jute.Record {
