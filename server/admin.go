@@ -115,6 +115,14 @@ func (s *Server) serveCommand(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) fillCommand(name string, out map[string]any) {
 	switch name {
+	case "ruok", "is_read_only", "configuration", "dirs", "environment":
+	default:
+		if !s.backend.Serving() {
+			out["error"] = strings.TrimSuffix(notServing, "\n")
+			return
+		}
+	}
+	switch name {
 	case "ruok":
 	case "is_read_only":
 		out["read_only"] = false
