@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/zkd-io/zkd/internal/zktest"
 	"go.uber.org/goleak"
 )
@@ -20,6 +22,9 @@ type suite struct {
 	skip string
 	// runID makes this run's paths unique, so reruns against one server do not collide.
 	runID string
+	// external are the targets the suite did not start (CONFORMANCE_ADDR): their nodes are
+	// deleted after the run.
+	external []*Target
 }
 
 // theSuite is written once in TestMain before any test runs and only read afterwards.
@@ -54,6 +59,14 @@ func runSuite(m *testing.M) int {
 		return 1
 	}
 	code := m.Run()
+	for _, tg := range theSuite.external {
+		if err := deleteTree(tg.Addrs[:1], "/zkconf-"+theSuite.runID); err != nil {
+			fmt.Fprintf(os.Stderr, "conformance: clean up on %s: %v\n", tg.Name, err)
+		}
+		if err := deleteTree(tg.Addrs[:1], "/zookeeper/quota/zkconf-"+theSuite.runID); err != nil {
+			fmt.Fprintf(os.Stderr, "conformance: clean up quotas on %s: %v\n", tg.Name, err)
+		}
+	}
 	stop()
 	if code == 0 {
 		// Every goroutine the checks start must be gone. go-zookeeper winds its connection down
@@ -99,6 +112,7 @@ func buildTargets() (stop func(), err error) {
 		tg := &Target{Name: "addr", Addrs: addrs, Caps: caps, Version: ServerVersion(addrs[0], 3*time.Second),
 			Reference: os.Getenv("CONFORMANCE_REFERENCE") != ""}
 		theSuite.targets = append(theSuite.targets, tg)
+		theSuite.external = append(theSuite.external, tg)
 		return stop, nil
 	}
 	if !zktest.Available() {
@@ -170,4 +184,44 @@ func waitServing(addrs []string, within time.Duration) error {
 		}
 	}
 	return nil
+}
+
+// deleteTree deletes path and everything below it, children first; a missing path is no error.
+func deleteTree(addrs []string, path string) error {
+	c, events, err := zk.Connect(addrs, 10*time.Second, zk.WithLogger(discardLogger{}), zk.WithLogInfo(false))
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	deadline := time.After(10 * time.Second)
+	for ev := range events {
+		if ev.State == zk.StateHasSession {
+			break
+		}
+		select {
+		case <-deadline:
+			return fmt.Errorf("conformance: no session for clean-up")
+		default:
+		}
+	}
+	var walk func(p string) error
+	walk = func(p string) error {
+		kids, _, err := c.Children(p)
+		if errors.Is(err, zk.ErrNoNode) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		for _, k := range kids {
+			if err := walk(p + "/" + k); err != nil {
+				return err
+			}
+		}
+		if err := c.Delete(p, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return err
+		}
+		return nil
+	}
+	return walk(path)
 }
