@@ -88,13 +88,6 @@ func (q *outQueue) close(err error, flush bool) {
 	q.signal()
 }
 
-// pending returns the number of bytes queued and not yet handed to the writer.
-func (q *outQueue) pending() int {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return len(q.mu.buf)
-}
-
 // writeLoop is the only goroutine that writes to nc. It returns when the queue is closed and
 // drained, or when a write fails, and closes nc either way.
 func (q *outQueue) writeLoop(nc net.Conn, writeTimeout time.Duration, sent func(bytes int)) error {
