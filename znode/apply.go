@@ -149,30 +149,30 @@ func (a *applier) create(op jute.Op, path string, data []byte, acl []jute.ACL, m
 	if !mode.Valid() {
 		return createResult{}, jute.CodeBadArguments
 	}
-	kind := kindPersistent
-	switch op {
-	case jute.OpCreateTTL:
+	// ZooKeeper's validateCreateRequest: a TTL goes with the TTL modes and only with them (ops
+	// other than createTTL carry none), and the ephemeral flags need a live session whatever the
+	// op. The node's kind then comes from the op (createContainer, createTTL) or the flags; the
+	// sequential flag is honoured by every op.
+	if op == jute.OpCreateTTL {
 		if !mode.TTL() || ttl <= 0 || ttl > maxTTL {
 			return createResult{}, jute.CodeBadArguments
 		}
-		kind = kindTTL
-	case jute.OpCreateContainer:
-		kind = kindContainer // the opcode decides; valid flags are otherwise ignored
-		mode = jute.ModeContainer
-	default:
-		switch {
-		case mode.TTL():
-			return createResult{}, jute.CodeBadArguments
-		case mode == jute.ModeContainer && inMulti:
-			kind = kindContainer
-		case mode.Ephemeral():
-			kind = kindEphemeral
-		}
+	} else if mode.TTL() {
+		return createResult{}, jute.CodeBadArguments
 	}
-	if kind == kindEphemeral {
+	if mode.Ephemeral() {
 		if _, ok := a.v.sessions.get(a.txn.Session); !ok {
 			return createResult{}, jute.CodeSessionExpired
 		}
+	}
+	kind := kindPersistent
+	switch {
+	case op == jute.OpCreateTTL:
+		kind = kindTTL
+	case op == jute.OpCreateContainer, mode == jute.ModeContainer && inMulti:
+		kind = kindContainer
+	case mode.Ephemeral():
+		kind = kindEphemeral
 	}
 	parentPath, _, ok := splitParent(path)
 	if !ok {

@@ -207,6 +207,7 @@ func TestCreateErrors(t *testing.T) {
 		{"ttl with plain flags", jute.OpCreateTTL, &jute.CreateTTLRequest{Path: "/p/t", ACL: worldAll, Flags: 0, TTL: 10}, jute.CodeBadArguments},
 		{"ttl ok", jute.OpCreateTTL, &jute.CreateTTLRequest{Path: "/p/t", ACL: worldAll, Flags: 5, TTL: maxTTL}, jute.CodeOK},
 		{"container bad flags", jute.OpCreateContainer, &jute.CreateRequest{Path: "/p/c", ACL: worldAll, Flags: 9}, jute.CodeBadArguments},
+		{"container ttl flags", jute.OpCreateContainer, &jute.CreateRequest{Path: "/p/c", ACL: worldAll, Flags: 5}, jute.CodeBadArguments},
 		{"empty acl", jute.OpCreate, &jute.CreateRequest{Path: "/p/a", ACL: nil}, jute.CodeInvalidACL},
 		{"child of ephemeral", jute.OpCreate, &jute.CreateRequest{Path: "/eph/c", ACL: worldAll}, jute.CodeNoChildrenForEphemerals},
 		{"unknown op", jute.OpSync, &jute.SyncRequest{Path: "/"}, jute.CodeUnimplemented},
@@ -248,6 +249,17 @@ func TestTypesAndOwners(t *testing.T) {
 	if cr := res.Resp.(*jute.Create2Response); cr.Path != "/c" || cr.Stat.EphemeralOwner != 0 {
 		t.Fatalf("container create = %+v", cr)
 	}
+	// createContainer honours the sequential flag, and its ephemeral flags still need a session,
+	// but the node is a container either way.
+	res = h.apply(jute.OpCreateContainer, &jute.CreateRequest{Path: "/cs-", ACL: worldAll, Flags: jute.ModeEphemeralSequential})
+	if cr := res.Resp.(*jute.Create2Response); cr.Path != "/cs-0000000003" || cr.Stat.EphemeralOwner != 0 {
+		t.Fatalf("sequential container create = %+v", cr)
+	}
+	h.sess = 99
+	res = h.apply(jute.OpCreateContainer, &jute.CreateRequest{Path: "/ce", ACL: worldAll, Flags: jute.ModeEphemeral})
+	wantCode(t, "ephemeral-flagged container without a session", res.Err, jute.CodeSessionExpired)
+	h.sess = 0x1234
+	h.apply(jute.OpDelete, &jute.DeleteRequest{Path: "/cs-0000000003", Version: -1})
 	// flag 4 through create is a plain persistent node (never reaped), through multi a container.
 	h.apply(jute.OpCreate, &jute.CreateRequest{Path: "/notc", ACL: worldAll, Flags: jute.ModeContainer})
 	h.apply(jute.OpMulti, &jute.MultiRequest{Ops: []jute.MultiOp{{Type: jute.OpCreate, Req: &jute.CreateRequest{Path: "/mc", ACL: worldAll, Flags: jute.ModeContainer}}}})
