@@ -42,6 +42,10 @@ type conn struct {
 	flw     atomic.Bool
 	stopped chan struct{} // closed by abort and finish: reader and executor stop
 	reqs    chan request  // admitted requests, reader → executor, closed when the reader ends
+	// readsQueued counts admitted requests the executor has yet to execute itself (reads and
+	// the like); readsDone is signalled after each. Writes wait for it to reach zero.
+	readsQueued atomic.Int32
+	readsDone   chan struct{}
 
 	stopOnce sync.Once
 
@@ -81,15 +85,16 @@ func newConn(s *Server, nc net.Conn) *conn {
 		ip = h
 	}
 	c := &conn{
-		s:       s,
-		nc:      nc,
-		br:      bufio.NewReaderSize(nc, 16<<10),
-		out:     newOutQueue(s.cfg.MaxOutboundBytes),
-		remote:  remote,
-		ip:      ip,
-		log:     s.log.With("remote", remote),
-		stopped: make(chan struct{}),
-		reqs:    make(chan request, maxInFlight),
+		s:         s,
+		nc:        nc,
+		br:        bufio.NewReaderSize(nc, 16<<10),
+		out:       newOutQueue(s.cfg.MaxOutboundBytes),
+		remote:    remote,
+		ip:        ip,
+		log:       s.log.With("remote", remote),
+		stopped:   make(chan struct{}),
+		reqs:      make(chan request, maxInFlight),
+		readsDone: make(chan struct{}, 1),
 	}
 	c.stats.established = time.Now()
 	c.stats.lastOp.Store(-1)

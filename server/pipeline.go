@@ -87,6 +87,9 @@ func (c *conn) admit(ctx context.Context, frame []byte) bool {
 		// deleteContainer is the server's own housekeeping op and is refused to clients.
 		r.fixed, r.code, r.closeAfter = true, jute.CodeUnimplemented, true
 	case jute.OpCloseSession:
+		if !c.awaitReads() {
+			return false
+		}
 		p, err := s.backend.Start(ctx, sid, c.authIDs(), jute.OpCloseSession, nil)
 		if err != nil {
 			c.abort(err)
@@ -103,6 +106,9 @@ func (c *conn) admit(ctx context.Context, frame []byte) bool {
 				}
 				break
 			}
+		}
+		if !c.awaitReads() {
+			return false
 		}
 		p, err := s.backend.Start(ctx, sid, c.authIDs(), hdr.Type, body)
 		switch {
@@ -122,8 +128,26 @@ func (c *conn) admit(ctx context.Context, frame []byte) bool {
 	return !r.closeSession && !r.closeAfter
 }
 
+// awaitReads waits until every read admitted so far has been executed, so that a write started
+// now cannot be visible to a read the client sent before it. Bursts of writes still pipeline;
+// only a write behind a read waits for that read. It reports false if the connection stops.
+func (c *conn) awaitReads() bool {
+	for c.readsQueued.Load() > 0 {
+		select {
+		case <-c.readsDone:
+		case <-c.stopped:
+			return false
+		}
+	}
+	return true
+}
+
 // enqueue hands r to the executor, waiting while the connection has maxInFlight requests.
 func (c *conn) enqueue(r request) bool {
+	isRead := r.pending == nil && !r.fixed
+	if isRead {
+		c.readsQueued.Add(1)
+	}
 	select {
 	case c.reqs <- r:
 		return !r.closeAfter
@@ -181,6 +205,11 @@ func (c *conn) complete(ctx context.Context, r request) bool {
 		}
 	default:
 		c.execute(ctx, r.hdr, r.body)
+		c.readsQueued.Add(-1)
+		select {
+		case c.readsDone <- struct{}{}:
+		default:
+		}
 	}
 	return !c.isClosed()
 }

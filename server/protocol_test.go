@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"bytes"
+	"fmt"
 	"errors"
 	"testing"
 	"time"
@@ -332,5 +333,41 @@ func TestSlowConsumerDisconnected(t *testing.T) {
 	// The server keeps serving others.
 	if _, err := w.Do(jute.OpExists, &jute.ExistsRequest{Path: "/big"}, &jute.ExistsResponse{}); err != nil {
 		t.Errorf("other client after the slow consumer was cut: %v", err)
+	}
+}
+
+// Pipelined requests behave as if executed one by one: a read sees the writes sent before it and
+// none sent after it, and replies come back in request order.
+func TestPipelinedReadsSeeExactlyEarlierWrites(t *testing.T) {
+	s := zkdtest.Start(t)
+	r := rawSession(t, s.Addr())
+	mustCreate(t, r, "/x", openACL, 0)
+	for round := range 20 {
+		var batch []byte
+		xid := int32(1000 * (round + 1))
+		for i := range 10 {
+			v := []byte(fmt.Sprintf("%d-%d", round, i))
+			batch = append(batch, conformance.EncodeRequest(xid+int32(2*i), jute.OpSetData, &jute.SetDataRequest{Path: "/x", Data: v, Version: -1})...)
+			batch = append(batch, conformance.EncodeRequest(xid+int32(2*i+1), jute.OpGetData, &jute.GetDataRequest{Path: "/x"})...)
+		}
+		if err := r.WriteBytes(batch); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 10 {
+			if rep, err := r.ReadReplyFor(xid + int32(2*i)); err != nil || rep.Header.Err != 0 {
+				t.Fatalf("setData %d: %+v %v", i, rep.Header, err)
+			}
+			rep, err := r.ReadReplyFor(xid + int32(2*i+1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var gd jute.GetDataResponse
+			if err := rep.Decode(&gd); err != nil {
+				t.Fatal(err)
+			}
+			if want := fmt.Sprintf("%d-%d", round, i); string(gd.Data) != want {
+				t.Fatalf("round %d: read %d saw %q; want %q (the write just before it)", round, i, gd.Data, want)
+			}
+		}
 	}
 }
