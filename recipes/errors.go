@@ -3,6 +3,8 @@ package recipes
 import (
 	"errors"
 	"fmt"
+	"io"
+	"net"
 
 	"github.com/go-zookeeper/zk"
 )
@@ -37,8 +39,16 @@ var (
 )
 
 // isConnLoss reports whether err leaves a request's outcome unknown while the session may live.
+// go-zookeeper reports a failed write of the request as the raw network error, not as
+// zk.ErrConnectionClosed, so network errors count too.
 func isConnLoss(err error) bool {
-	return errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrNoServer)
+	if err == nil {
+		return false
+	}
+	var ne net.Error
+	return errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrNoServer) ||
+		errors.As(err, &ne) || errors.Is(err, net.ErrClosed) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 // isSessionGone reports whether err means the session that issued the request has ended.

@@ -129,10 +129,17 @@ func (l *Lease) Reenter() (*Lease, error) {
 	l.mu.Lock()
 	released := l.released
 	l.mu.Unlock()
-	st := l.st
+	if released {
+		return nil, fmt.Errorf("recipes: reenter %s: %w", l.st.token.Path, ErrNotHeld)
+	}
+	return l.st.reenter()
+}
+
+// reenter adds a handle to a held lease, whichever handle asks.
+func (st *leaseState) reenter() (*Lease, error) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if released || st.mu.ended || st.mu.releasing || st.mu.holds == 0 {
+	if st.mu.ended || st.mu.releasing || st.mu.holds == 0 {
 		return nil, fmt.Errorf("recipes: reenter %s: %w", st.token.Path, ErrNotHeld)
 	}
 	st.mu.holds++
@@ -224,6 +231,7 @@ func (l *Lease) Unlock(ctx context.Context) error {
 // release deletes the lock node, retrying across connection losses until ctx ends.
 func (st *leaseState) release(ctx context.Context) error {
 	lost, why := st.s.lost(st.token.SessionID)
+	retried := false // a connection loss hid the outcome of an earlier delete
 	for {
 		err := st.s.conn.Delete(st.token.Path, -1)
 		switch {
@@ -234,15 +242,23 @@ func (st *leaseState) release(ctx context.Context) error {
 			st.mu.Lock()
 			pending := st.mu.ended
 			st.mu.Unlock()
-			if pending {
-				return nil // the background deletion (queued by an earlier Unlock) finished
+			if pending || retried {
+				// Our own earlier delete (whose reply was lost, or the background one queued by
+				// an earlier Unlock) removed it.
+				st.end(nil)
+				return nil
 			}
 			st.end(fmt.Errorf("recipes: unlock %s: node already deleted: %w", st.token.Path, ErrLockLost))
 			return st.lostErr()
 		case isSessionGone(err) || isClosed(lost):
-			st.end(fmt.Errorf("recipes: unlock %s: %w: %w", st.token.Path, ErrLockLost, why()))
+			cause := why()
+			if cause == nil {
+				cause = err
+			}
+			st.end(fmt.Errorf("recipes: unlock %s: %w: %w", st.token.Path, ErrLockLost, cause))
 			return st.lostErr()
 		case isConnLoss(err):
+			retried = true
 			if _, werr := st.s.waitConnected(ctx); werr != nil {
 				st.s.deleteLater(pendingKey{sid: st.token.SessionID, path: st.token.Path})
 				st.end(nil)

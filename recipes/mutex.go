@@ -49,7 +49,7 @@ func (m *Mutex) lock(ctx context.Context, try bool) (*Lease, error) {
 		return nil, m.err
 	}
 	if l := leaseFromContext(ctx, m.q.path); l != nil && !l.st.read {
-		return l.Reenter()
+		return l.st.reenter()
 	}
 	g, err := m.q.acquire(ctx, roleExclusive, try)
 	if err != nil {

@@ -53,7 +53,7 @@ func (m *RWMutex) lock(ctx context.Context, r role, try bool) (*Lease, error) {
 		if r == roleWrite && l.st.read {
 			return nil, fmt.Errorf("recipes: %s: %w", m.q.path, ErrUpgrade)
 		}
-		return l.Reenter()
+		return l.st.reenter()
 	}
 	g, err := m.q.acquire(ctx, r, try)
 	if err != nil {

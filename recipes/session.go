@@ -62,7 +62,8 @@ type pendingKey struct {
 // Connect dials ZooKeeper with go-zookeeper and returns a Session that owns the connection.
 // timeout is the session timeout requested from the server; it also bounds how long the Session
 // waits while disconnected before it declares the session lost. options are go-zookeeper
-// connection options such as zk.WithDialer or zk.WithLogger. Close the Session, not the Conn.
+// connection options such as zk.WithDialer or zk.WithLogger, but not zk.WithEventCallback, which
+// the Session uses itself. Close the Session, not the Conn.
 func Connect(servers []string, timeout time.Duration, options ...func(*zk.Conn)) (*Session, error) {
 	s := newSession(timeout)
 	s.ownsConn = true
