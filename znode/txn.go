@@ -52,7 +52,7 @@ type Event struct {
 	Type jute.EventType // NodeCreated, NodeDeleted, NodeDataChanged or NodeChildrenChanged
 	Path string         // the node; for NodeChildrenChanged, the parent
 	// ACL is the ACL of Path at the time of the change; the server drops the event for
-	// connections without READ on it.
+	// connections without READ on it. The slice is shared with the tree: do not modify it.
 	ACL []jute.ACL
 }
 
