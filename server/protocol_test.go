@@ -2,8 +2,8 @@ package server_test
 
 import (
 	"bytes"
-	"fmt"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
