@@ -117,6 +117,9 @@ func authenticatedScheme(scheme string) bool {
 // "user:hash" and ip ids addresses with an optional prefix length. Any other scheme is invalid
 // (ZooKeeper registers no other provider by default).
 func fixupACL(acl []jute.ACL, auth []jute.Id) ([]jute.ACL, error) {
+	if plainACL(acl) {
+		return acl, nil // the common case: nothing to drop or expand, so no copy
+	}
 	uniq := make([]jute.ACL, 0, len(acl))
 	var seen map[jute.ACL]struct{} // for long lists, so hostile input stays linear
 	if len(acl) > 8 {
@@ -176,6 +179,38 @@ func fixupACL(acl []jute.ACL, auth []jute.Id) ([]jute.ACL, error) {
 		}
 	}
 	return out, nil
+}
+
+// plainACL reports whether a short ACL is already in fixupACL's output form: non-empty, without
+// duplicates or "auth" entries, and every entry valid.
+func plainACL(acl []jute.ACL) bool {
+	if len(acl) == 0 || len(acl) > 8 {
+		return false
+	}
+	for i, a := range acl {
+		switch a.ID.Scheme {
+		case "world":
+			if a.ID.ID != "anyone" {
+				return false
+			}
+		case "digest":
+			if !validDigest(a.ID.ID) {
+				return false
+			}
+		case "ip":
+			if _, _, ok := parseIPExpr(a.ID.ID); !ok {
+				return false
+			}
+		default:
+			return false
+		}
+		for _, b := range acl[:i] {
+			if a == b {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // validDigest mirrors Java's id.split(":").length == 2: exactly one colon with something after it.

@@ -309,3 +309,54 @@ func (w *countingWriter) Write(p []byte) (int, error) {
 	w.n += int64(len(p))
 	return len(p), nil
 }
+
+// BenchmarkApplyMulti applies multis of 10 creates on the 1M-node tree.
+func BenchmarkApplyMulti(b *testing.B) {
+	tr := bigTree(b)
+	data := bytes.Repeat([]byte{'m'}, bigData)
+	zxid := tr.LastZxid()
+	i := 0
+	b.ReportAllocs()
+	cpu0 := cpuTime()
+	for b.Loop() {
+		zxid++
+		req := &jute.MultiRequest{Ops: make([]jute.MultiOp, 10)}
+		for k := range req.Ops {
+			i++
+			path := "/" + bigName('p', i%bigParents) + "/" + bigName('u', i)
+			req.Ops[k] = jute.MultiOp{Type: jute.OpCreate, Req: &jute.CreateRequest{Path: path, Data: data, ACL: worldAll}}
+		}
+		res := tr.Apply(zxid, &Txn{Time: zxid, Op: jute.OpMulti, Req: req})
+		if r := res.Resp.(*jute.MultiResponse).Results[0]; r.Err != 0 {
+			b.Fatal(r.Err)
+		}
+	}
+	reportCPU(b, cpu0)
+}
+
+// BenchmarkSessionLifecycle opens a session, creates 100 ephemerals under one parent and closes
+// the session (one transaction deleting all 100), per op.
+func BenchmarkSessionLifecycle(b *testing.B) {
+	tr := New()
+	tr.Apply(1, &Txn{Op: jute.OpCreate, Req: &jute.CreateRequest{Path: "/e", ACL: worldAll}})
+	zxid := int64(1)
+	id := int64(0)
+	b.ReportAllocs()
+	cpu0 := cpuTime()
+	for b.Loop() {
+		id++
+		zxid++
+		tr.Apply(zxid, &Txn{Op: jute.OpCreateSession, Req: &CreateSession{ID: id, Timeout: 10000}})
+		for range 100 {
+			zxid++
+			if res := tr.Apply(zxid, &Txn{Session: id, Op: jute.OpCreate, Req: &jute.CreateRequest{Path: "/e/n-", ACL: worldAll, Flags: jute.ModeEphemeralSequential}}); res.Err != nil {
+				b.Fatal(res.Err)
+			}
+		}
+		zxid++
+		if res := tr.Apply(zxid, &Txn{Session: id, Op: jute.OpCloseSession}); len(res.Events) != 200 {
+			b.Fatalf("close gave %d events", len(res.Events))
+		}
+	}
+	reportCPU(b, cpu0)
+}
