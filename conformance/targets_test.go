@@ -1,6 +1,9 @@
 package conformance
 
 import (
+	"context"
+	"crypto/sha1"
+	"encoding/base64"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,6 +15,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	"github.com/zkd-io/zkd/internal/zktest"
+	"github.com/zkd-io/zkd/server"
 	"go.uber.org/goleak"
 )
 
@@ -30,12 +34,70 @@ type suite struct {
 // theSuite is written once in TestMain before any test runs and only read afterwards.
 var theSuite suite
 
-// inProcessTargets is where the in-process zkd targets plug in (the server issue): a zkd
-// standalone server and a 3-node zkd cluster, started on 127.0.0.1:0, each returned as a Target
-// with the capabilities it has switched on, plus the function that stops them. Until zkd's server
-// exists it returns none.
+// inProcessTargets starts the in-process zkd targets: a standalone server and a 3-node cluster on
+// 127.0.0.1:0, in memory, configured like a stock ZooKeeper (tickTime 2s, so sessions negotiate
+// 4s..40s) with the switches the suite can check turned on: every four-letter word, TTL nodes, a
+// super digest, and reconfig on the cluster. CONFORMANCE_ZKD=0 leaves them out (to run only
+// against CONFORMANCE_ADDR or the real ZooKeeper).
 func inProcessTargets() (targets []*Target, stop func(), err error) {
-	return nil, func() {}, nil
+	if os.Getenv("CONFORMANCE_ZKD") == "0" {
+		return nil, func() {}, nil
+	}
+	const superUser, superPassword = "super", "conformance-secret"
+	sum := sha1.Sum([]byte(superUser + ":" + superPassword))
+	cfg := server.Config{
+		TickTime:             2 * time.Second,
+		MaxClientConns:       -1,
+		FourLetterWords:      []string{"*"},
+		ExtendedTypesEnabled: true,
+		SuperDigest:          superUser + ":" + base64.StdEncoding.EncodeToString(sum[:]),
+	}
+	caps := Capabilities{TTL: true, SuperAuth: superUser + ":" + superPassword, AllFourLetterWords: true}
+
+	var stops []func()
+	stop = func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}
+	shutdown := func(f func(context.Context) error) func() {
+		return func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			defer cancel()
+			_ = f(ctx)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	s, err := server.Start(cfg)
+	if err != nil {
+		return nil, stop, fmt.Errorf("start zkd: %w", err)
+	}
+	stops = append(stops, shutdown(s.Shutdown))
+	if err := s.WaitServing(ctx); err != nil {
+		return nil, stop, fmt.Errorf("zkd: %w", err)
+	}
+	targets = append(targets, &Target{Name: "zkd", Addrs: []string{s.Addr()}, Caps: caps,
+		Version: ServerVersion(s.Addr(), 3*time.Second)})
+
+	ccfg := cfg
+	ccfg.ReconfigEnabled = true
+	cl, err := server.StartCluster(ccfg, 3)
+	if err != nil {
+		return nil, stop, fmt.Errorf("start zkd cluster: %w", err)
+	}
+	stops = append(stops, shutdown(cl.Shutdown))
+	for _, m := range cl.Servers {
+		if err := m.WaitServing(ctx); err != nil {
+			return nil, stop, fmt.Errorf("zkd cluster: %w", err)
+		}
+	}
+	ccaps := caps
+	ccaps.Reconfig = true
+	targets = append(targets, &Target{Name: "zkd-cluster", Addrs: cl.Addrs(), Caps: ccaps,
+		Version: ServerVersion(cl.Addrs()[0], 3*time.Second)})
+	return targets, stop, nil
 }
 
 func TestMain(m *testing.M) {
