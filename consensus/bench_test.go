@@ -2,6 +2,8 @@ package consensus
 
 import (
 	"fmt"
+	"os"
+	"strconv"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -116,4 +118,78 @@ func BenchmarkLeaderFailover(b *testing.B) {
 	}
 	b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "ms/failover")
 	b.ReportMetric(float64(worst.Milliseconds()), "worst-ms")
+}
+
+// BenchmarkRestart measures how long a node with a million znodes (ZKD_BENCH_ZNODES overrides)
+// takes to restart from its snapshot: New until the restored tree is served.
+//
+//	go test -run '^$' -bench Restart -benchtime 3x -timeout 30m ./consensus/
+func BenchmarkRestart(b *testing.B) {
+	count := 1_000_000
+	if s := os.Getenv("ZKD_BENCH_ZNODES"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil {
+			b.Fatal(err)
+		}
+		count = v
+	}
+	dir := b.TempDir()
+	cfg := Config{ID: "solo", Dir: dir, Logger: testLogger(b)}
+	n, err := New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := ctxT(b, 30*time.Minute)
+	for n.Stats().State != "Leader" || !n.IsLeader() {
+		time.Sleep(10 * time.Millisecond) // polling: waiting for the first election
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Go(func() {
+			for {
+				i := next.Add(1)
+				if i > int64(count) {
+					return
+				}
+				// 1000 parents with up to 1000 children each keeps child lists realistic.
+				var p Proposal
+				if i <= 1000 {
+					p = createReq(fmt.Sprintf("/p%04d", i), []byte("parent"), jute.ModePersistent)
+				} else {
+					p = createReq(fmt.Sprintf("/p%04d/c%07d", i%1000+1, i), make([]byte, 32), jute.ModePersistent)
+				}
+				if res, err := n.Propose(ctx, p); err != nil || (res.Err != nil && i <= 1000) {
+					b.Errorf("create %d: %v %v", i, err, res.Err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := n.Snapshot(); err != nil {
+		b.Fatal(err)
+	}
+	want := n.LastZxid()
+	nodes := n.View().NodeCount()
+	if err := n.Shutdown(); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("%d znodes, zxid %d", nodes, want)
+	b.ResetTimer()
+	for range b.N {
+		n, err := New(cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if n.LastZxid() < want {
+			b.Fatalf("restored zxid %d; want %d", n.LastZxid(), want)
+		}
+		b.StopTimer()
+		if err := n.Shutdown(); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/restart")
 }
