@@ -243,6 +243,7 @@ func (a *applier) create(op jute.Op, path string, data []byte, acl []jute.ACL, m
 	case kindTTL:
 		a.v.ttls, _ = a.v.ttls.set(pathKey(path))
 	}
+	a.quotaCreated(path, parentPath, n.name, len(data))
 	a.events = append(a.events,
 		Event{Type: jute.EventNodeCreated, Path: path, ACL: n.acl.list},
 		Event{Type: jute.EventNodeChildrenChanged, Path: parentPath, ACL: parent.acl.list})
@@ -356,6 +357,7 @@ func (a *applier) remove(path, parentPath string, n *node, untrack bool) {
 	case kindTTL:
 		a.v.ttls, _ = a.v.ttls.delete(path)
 	}
+	a.quotaRemoved(path, parentPath, n.name, len(n.data))
 	a.events = append(a.events,
 		Event{Type: jute.EventNodeDeleted, Path: path, ACL: n.acl.list},
 		Event{Type: jute.EventNodeChildrenChanged, Path: parentPath, ACL: parentACL})
@@ -386,6 +388,7 @@ func (a *applier) setData(path string, data []byte, version int32) (jute.Stat, e
 		return &c
 	})
 	a.v.dataSize += int64(len(data) - len(n.data))
+	a.chargeQuota(path, int64(len(data)-len(n.data)), 0)
 	a.events = append(a.events, Event{Type: jute.EventNodeDataChanged, Path: path, ACL: n.acl.list})
 	return st, nil
 }

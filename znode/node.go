@@ -79,6 +79,7 @@ type View struct {
 	sessions   btree[int64, *session]
 	containers btree[string, pathKey] // paths of container nodes
 	ttls       btree[string, pathKey] // paths of TTL nodes
+	quotas     btree[string, pathKey] // quota roots (see quota.go)
 	nodes      int                    // real nodes, the root included
 	dataSize   int64                  // sum of path and data lengths, as ZooKeeper approximates it
 	ephemerals int

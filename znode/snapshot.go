@@ -33,8 +33,8 @@ import (
 //	            children int32, the number of child records that follow
 //	trailer   int32 CRC-32C (Castagnoli) of every byte before it
 //
-// Everything derived (descendant counts, each session's ephemerals, the container and TTL indexes,
-// the counters) is rebuilt on restore. The bytes depend only on the tree's content, so two trees
+// Everything derived (descendant counts, each session's ephemerals, the container, TTL and quota
+// root indexes, the counters) is rebuilt on restore. The bytes depend only on the tree's content, so two trees
 // that applied the same transactions write identical snapshots.
 
 const (
@@ -492,6 +492,7 @@ func ReadSnapshot(r io.Reader) (*Tree, error) {
 	slices.Sort(ttls)
 	view.containers = buildBtree[string](pathKeys(containers))
 	view.ttls = buildBtree[string](pathKeys(ttls))
+	view.quotas = buildBtree[string](pathKeys(collectQuotaRoots(root)))
 	t.cur.Store(view)
 	return t, nil
 }
