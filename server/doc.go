@@ -1,14 +1,18 @@
 // Package server is zkd's client-facing ZooKeeper server: the TCP protocol existing ZooKeeper
 // clients speak, on top of a consensus node that replicates the znode tree with Raft.
 //
-// A Server owns one client listener. Each connection has exactly two goroutines: a reader, which
-// performs the handshake and then executes requests one after another in arrival order, and a
-// writer, the only goroutine that writes to the socket. Replies, ping replies and watch
-// notifications are encoded into one ordered per-connection buffer that the writer flushes in one
-// write per burst. So replies leave in request order, a session's reads never overtake its
-// writes, and a notification for a change is queued before any reply that reflects it: writes
-// wait until this server applied them, and the consensus apply hook queues watch events before it
-// publishes the view reads are served from.
+// A Server owns one client listener. Each connection has three goroutines: a reader, which
+// performs the handshake and then admits requests in arrival order (handling auth on arrival and
+// handing writes to consensus at once, so one connection can have many writes in flight); an
+// executor, which completes the admitted requests in the same order (waiting for each write's
+// result, executing reads only after every earlier write was applied here); and a writer, the
+// only goroutine that writes to the socket. A write is started only after the reads admitted
+// before it have executed, so a read never sees a later write of its own session. Replies, ping
+// replies and watch notifications are encoded into one ordered per-connection buffer that the
+// writer flushes in one write per burst. So replies leave in request order, a session's reads
+// never overtake its writes, and a notification for a change is queued before any reply that
+// reflects it: writes complete only once this server applied them, and the consensus apply hook
+// queues watch events before it publishes the view reads are served from.
 //
 // Reads are served from immutable znode views, in parallel with apply. Watches belong to
 // connections, never to the replicated state; they are dropped when their connection closes and
