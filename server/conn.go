@@ -19,11 +19,10 @@ import (
 // errClosedByServer is the reason given when the server closes a connection on purpose.
 var errClosedByServer = errors.New("server: connection closed by server")
 
-// conn is one client connection. Two goroutines own it: serve (the reader, which also executes
-// the requests in order) and the writer (out.writeLoop), the only one that writes the socket.
-// Requests are executed one after another in arrival order, so replies leave in request order and
-// a session's reads never overtake its writes; the apply hook and the server's housekeeping only
-// push frames onto out and may close it.
+// conn is one client connection. Three goroutines own it: serve (the reader, which admits
+// requests in arrival order), the executor (executeLoop, which completes them in that order) and
+// the writer (out.writeLoop), the only one that writes the socket. See pipeline.go. The apply
+// hook and the server's housekeeping only push frames onto out and may close the connection.
 type conn struct {
 	s      *Server
 	nc     net.Conn
