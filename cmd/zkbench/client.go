@@ -37,6 +37,36 @@ func (r reply) result() error {
 	return nil
 }
 
+// maxReply bounds a reply frame. ZooKeeper does not limit what it sends (a getChildren of a large
+// directory can exceed jute.maxbuffer), so the client accepts more than the servers would.
+const maxReply = 64 << 20
+
+// multiResult is result for a multi's reply: a failed multi may come back with a zero code in its
+// header and the failure only in its results, where the op that failed carries its own code and
+// the others RuntimeInconsistency.
+func (r reply) multiResult() error {
+	if err := r.result(); err != nil {
+		return err
+	}
+	resp, ok := r.body.(*jute.MultiResponse)
+	if !ok {
+		return nil
+	}
+	var first error
+	for _, res := range resp.Results {
+		if res.Type != jute.OpError || res.Err == jute.CodeOK {
+			continue
+		}
+		if res.Err != jute.CodeRuntimeInconsistency {
+			return res.Err
+		}
+		if first == nil {
+			first = res.Err
+		}
+	}
+	return first
+}
+
 // pendingCall is a request waiting for its reply.
 type pendingCall struct {
 	xid  int32
@@ -115,7 +145,7 @@ func dialClient(addr string, timeout time.Duration, onWatch func(jute.WatcherEve
 	}
 	c.wg.Add(2)
 	go c.writeLoop()
-	go c.readLoop(jute.NewFrameReader(br, 0))
+	go c.readLoop(jute.NewFrameReader(br, maxReply))
 	return c, nil
 }
 
@@ -253,7 +283,7 @@ func (c *client) readLoop(fr *jute.FrameReader) {
 			c.fail(fmt.Errorf("zkbench: reply xid %d, want %d: %w", hdr.Xid, p.xid, errProtocol))
 			return
 		}
-		h, body, err := jute.DecodeReply(frame, p.op, 0)
+		h, body, err := jute.DecodeReply(frame, p.op, maxReply)
 		p.done(reply{hdr: h, body: body, err: err})
 	}
 }

@@ -133,6 +133,9 @@ func compareMain(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		o.Memory = append(o.Memory, n)
 	}
 	o.Command = "zkbench compare " + strings.Join(args, " ")
+	if label := os.Getenv("ZKBENCH_COMMAND"); label != "" {
+		o.Command = label // set by scripts/bench/run.sh, whose own command line is the one to rerun
+	}
 	o.ZkdMissing = *missing
 	if o.Anchor == "" {
 		a, err := findAnchor()

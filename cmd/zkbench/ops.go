@@ -83,7 +83,7 @@ func multiBatches(c *client, ops []jute.MultiOp) error {
 		sem <- struct{}{}
 		n++
 		c.send(jute.OpMulti, &jute.MultiRequest{Ops: batch}, func(r reply) {
-			errs <- r.result()
+			errs <- r.multiResult()
 			<-sem
 		})
 	}

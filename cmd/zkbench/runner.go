@@ -205,6 +205,13 @@ func run(ctx context.Context, cfg config, progress io.Writer) (result, error) {
 			return result{}, fmt.Errorf("zkbench: %s setup: %w", w.name, err)
 		}
 	}
+	// Setup wrote through the first connection; on a cluster, make every connection's server
+	// catch up with it before the run reads what setup made.
+	for _, c := range e.clients {
+		if err := c.call(jute.OpSync, &jute.SyncRequest{Path: e.base}).result(); err != nil {
+			return result{}, fmt.Errorf("zkbench: sync after setup: %w", err)
+		}
+	}
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -252,6 +259,12 @@ func run(ctx context.Context, cfg config, progress io.Writer) (result, error) {
 	e.rec.mu.Unlock()
 	if len(res.ErrorKinds) == 0 {
 		res.ErrorKinds = nil
+	}
+	switch w.name {
+	case "watch": // the watchers and the writer, each on its own session
+		res.Clients, res.Conns = cfg.Watchers, cfg.Watchers+nconns
+	case "session": // every op opens its own connection
+		res.Conns = cfg.Clients
 	}
 	if elapsed > 0 {
 		res.Throughput = math.Round(float64(res.Ops)/elapsed.Seconds()*10) / 10

@@ -174,3 +174,29 @@ func itoa(i int) string {
 	b, _ := json.Marshal(i)
 	return string(b)
 }
+
+// TestMultiFailureIsAnError checks that a multi whose op fails is reported as that op's error
+// (ZooKeeper puts the failure in the results), and that nothing of it was applied.
+func TestMultiFailureIsAnError(t *testing.T) {
+	addrs := smokeTarget(t)
+	c, err := dialClient(addrs[0], 10*time.Second, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.close() }()
+	if err := ensurePath(c, "/zkbench/multi-fail"); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = removeTree(c, "/zkbench/multi-fail") }()
+	ops := []jute.MultiOp{
+		{Type: jute.OpCreate, Req: &jute.CreateRequest{Path: "/zkbench/multi-fail/a", ACL: openACL}},
+		{Type: jute.OpDelete, Req: &jute.DeleteRequest{Path: "/zkbench/multi-fail/missing", Version: -1}},
+	}
+	err = c.call(jute.OpMulti, &jute.MultiRequest{Ops: ops}).multiResult()
+	if !errors.Is(err, jute.CodeNoNode) {
+		t.Fatalf("multi with a delete of a missing node: %v, want NoNode", err)
+	}
+	if r := c.call(jute.OpExists, &jute.ExistsRequest{Path: "/zkbench/multi-fail/a"}); !errors.Is(r.result(), jute.CodeNoNode) {
+		t.Fatalf("the failed multi's create was applied: exists gives %v", r.result())
+	}
+}

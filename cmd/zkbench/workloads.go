@@ -15,7 +15,7 @@ import (
 
 // workloads maps a workload's name to its definition.
 var workloads = map[string]workload{
-	"create": {name: "create", unit: "create", open: true, op: opCreate},
+	"create": {name: "create", unit: "create", open: true, setup: setupClientDirs, op: opCreate},
 	"set":    {name: "set", unit: "setData", open: true, setup: setupKeys, op: opSet},
 	"get":    {name: "get", unit: "getData", open: true, setup: setupKeys, op: opGet},
 	"mixed":  {name: "mixed", unit: "get or set", open: true, setup: setupKeys, op: opMixed},
@@ -72,8 +72,18 @@ func (e *env) data() []byte {
 	return *e.valueBuf.Load()
 }
 
+// setupClientDirs gives each client its own parent for the nodes it creates, so that no directory
+// grows beyond what one getChildren reply can list when the run is cleaned up.
+func setupClientDirs(e *env) error {
+	dirs := make([]string, e.cfg.Clients)
+	for i := range dirs {
+		dirs[i] = fmt.Sprintf("%s/c-%d", e.base, i)
+	}
+	return createMany(e.clients[0], dirs, nil)
+}
+
 func opCreate(e *env, i int, seq int64) error {
-	path := fmt.Sprintf("%s/c-%d-%d", e.base, i, seq)
+	path := fmt.Sprintf("%s/c-%d/n-%d", e.base, i, seq)
 	return e.conn(i).call(jute.OpCreate, &jute.CreateRequest{Path: path, Data: e.data(), ACL: openACL, Flags: jute.ModePersistent}).result()
 }
 
@@ -98,7 +108,7 @@ func opMulti(e *env, i int, seq int64) error {
 		ops[j] = jute.MultiOp{Type: jute.OpSetData, Req: &jute.SetDataRequest{
 			Path: e.keyFor(seq*int64(e.cfg.MultiOps) + int64(j)), Data: e.data(), Version: -1}}
 	}
-	return e.conn(i).call(jute.OpMulti, &jute.MultiRequest{Ops: ops}).result()
+	return e.conn(i).call(jute.OpMulti, &jute.MultiRequest{Ops: ops}).multiResult()
 }
 
 func opChurn(e *env, i int, seq int64) error {

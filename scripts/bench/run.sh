@@ -29,4 +29,5 @@ if [ -f cmd/zkd/main.go ]; then
 else
 	zkd_flags=(-zkd-missing "cmd/zkd does not exist yet")
 fi
-exec "$tmp/zkbench" compare "${zkd_flags[@]}" -anchor "$root/../shared/tools/zk-anchor" "$@"
+export ZKBENCH_COMMAND="scripts/bench/run.sh${*:+ $*}"
+"$tmp/zkbench" compare "${zkd_flags[@]}" -anchor "$root/../shared/tools/zk-anchor" "$@"
