@@ -185,6 +185,9 @@ func checkInvariants(t *testing.T, v *View) {
 	if got := keys(v.ttls); !slices.Equal(got, ttls) {
 		t.Fatalf("TTL index %v; nodes say %v", got, ttls)
 	}
+	if got, want := keys(v.quotas), collectQuotaRoots(v.root); !slices.Equal(got, want) {
+		t.Fatalf("quota root index %v; nodes say %v", got, want)
+	}
 }
 
 func TestDeterminismAndRoundTrip(t *testing.T) {
