@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -167,7 +168,7 @@ func opLock(e *env, i int, seq int64) error {
 		r := c.call(jute.OpExists, &jute.ExistsRequest{Path: pred, Watch: true})
 		if err := r.result(); err != nil {
 			c.forget(pred)
-			if err == jute.CodeNoNode {
+			if errors.Is(err, jute.CodeNoNode) {
 				continue
 			}
 			return err
