@@ -168,9 +168,11 @@ func parseZooCfg(r io.Reader, log *slog.Logger) (settings, error) {
 		case k == "clientPortAddress":
 			clientAddr = v
 		case k == "initLimit" || k == "syncLimit" || k == "connectToLearnerMasterLimit":
+			// Checked as ZooKeeper checks them, but Raft's own timeouts govern followers.
 			if _, err := positiveInt(key, v); err != nil {
 				return st, err
 			}
+			st.ignored = append(st.ignored, key)
 		case strings.HasPrefix(k, "server."):
 			sl, err := parseServerLine(key, v)
 			if err != nil {
@@ -277,6 +279,7 @@ func parseZooCfg(r io.Reader, log *slog.Logger) (settings, error) {
 			if _, err := boolValue(key, v); err != nil {
 				return st, err
 			}
+			st.ignored = append(st.ignored, key)
 		default:
 			st.ignored = append(st.ignored, key)
 		}

@@ -36,7 +36,7 @@ metricsProvider.className=org.apache.zookeeper.metrics.prometheus.PrometheusMetr
 	if strings.Join(c.FourLetterWords, ",") != "ruok,srvr,mntr" {
 		t.Errorf("FourLetterWords = %v", c.FourLetterWords)
 	}
-	if strings.Join(st.ignored, ",") != "autopurge.purgeInterval,metricsProvider.className" {
+	if strings.Join(st.ignored, ",") != "initLimit,syncLimit,autopurge.purgeInterval,metricsProvider.className" {
 		t.Errorf("ignored = %v", st.ignored)
 	}
 }
