@@ -149,6 +149,7 @@ type faults struct {
 	notifications atomic.Int64
 	conns         []net.Conn
 	partitioned   bool // dials fail
+	dials         int
 }
 
 // partition cuts the client off the server (existing connections close, new dials fail) until
@@ -171,6 +172,8 @@ const (
 	opCreate  = 1
 	opGetData = 4
 	opDelete  = 2
+
+	opSetWatches = 101
 )
 
 func (f *faults) dial(network, addr string, timeout time.Duration) (net.Conn, error) {
@@ -187,6 +190,15 @@ func (f *faults) dial(network, addr string, timeout time.Duration) (net.Conn, er
 	fc := &faultConn{Conn: c, f: f, xids: map[int32]int32{}}
 	f.mu.Lock()
 	f.conns = append(f.conns, c)
+	f.dials++
+	if f.dials > 1 {
+		// A reconnection: hold replies back until the client has re-sent its watches (or a
+		// moment has passed, when it has none). go-zookeeper v1.0.4 reads Conn.lastZxid in
+		// sendSetWatches while recvLoop writes it for each reply (go-zookeeper/zk PR #35, open),
+		// which -race reports; this only delays replies, as a slow network would.
+		fc.gate = make(chan struct{})
+		fc.gateTimer = time.AfterFunc(300*time.Millisecond, fc.openGate)
+	}
 	f.mu.Unlock()
 	return fc, nil
 }
@@ -237,7 +249,13 @@ type faultConn struct {
 	read    bool // the connect response came in
 	xids    map[int32]int32
 	pending []byte
+
+	gate      chan struct{} // nil, or closed once replies may flow on a reconnection
+	gateOnce  sync.Once
+	gateTimer *time.Timer
 }
+
+func (c *faultConn) openGate() { c.gateOnce.Do(func() { close(c.gate) }) }
 
 func (c *faultConn) Write(b []byte) (int, error) {
 	c.mu.Lock()
@@ -250,6 +268,9 @@ func (c *faultConn) Write(b []byte) (int, error) {
 		c.xids[xid] = op
 	}
 	c.mu.Unlock()
+	if op == opSetWatches && c.gate != nil {
+		defer c.openGate() // after the request is written
+	}
 	if !first && op != 0 {
 		c.f.mu.Lock()
 		var holding, release chan struct{}
@@ -283,6 +304,9 @@ func (c *faultConn) Read(b []byte) (int, error) {
 		body := make([]byte, binary.BigEndian.Uint32(hdr[:]))
 		if _, err := io.ReadFull(c.Conn, body); err != nil {
 			return 0, err
+		}
+		if c.read && c.gate != nil {
+			<-c.gate
 		}
 		c.mu.Lock()
 		if !c.read {

@@ -122,8 +122,16 @@ func (q *queue) create(ctx context.Context, r role, flags int32, fixed string) (
 		name, prefix = fixed, fixed
 	}
 	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		created, err := q.s.conn.Create(q.path+"/"+name, q.opts.data, flags, q.opts.acl)
 		switch {
+		case errors.Is(err, zk.ErrNoNode):
+			// The lock path was removed (a reaped container, a cleanup): create it again.
+			if err := ensurePath(ctx, q.s, q.path); err != nil {
+				return nil, err
+			}
 		case err == nil:
 			g := &grant{node: created, prefix: prefix, sid: sid}
 			if !q.s.alive(sid) {
@@ -133,7 +141,7 @@ func (q *queue) create(ctx context.Context, r role, flags int32, fixed string) (
 				return nil, errRestart
 			}
 			return g, nil
-		case isSessionGone(err) && errors.Is(err, zk.ErrSessionExpired):
+		case errors.Is(err, zk.ErrSessionExpired):
 			return nil, errRestart
 		case isConnLoss(err):
 			g, err := q.recover(ctx, prefix, sid)
