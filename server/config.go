@@ -67,6 +67,10 @@ type Config struct {
 	// MaxFrameSize is the largest request frame accepted (jute.maxbuffer); a larger one closes
 	// the connection. Zero means 0xfffff.
 	MaxFrameSize int
+	// MaxInFlight is how many requests one connection may have received and not yet answered;
+	// beyond it the server stops reading that connection (TCP pushes back on the client).
+	// Zero means 1000.
+	MaxInFlight int
 	// MaxOutboundBytes is how many reply and notification bytes may wait for one slow client
 	// before it is disconnected. Zero means 32 MiB.
 	MaxOutboundBytes int
@@ -142,6 +146,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxFrameSize == 0 {
 		c.MaxFrameSize = jute.DefaultMaxBuffer
 	}
+	if c.MaxInFlight == 0 {
+		c.MaxInFlight = 1000
+	}
 	if c.MaxOutboundBytes == 0 {
 		c.MaxOutboundBytes = 32 << 20
 	}
@@ -177,6 +184,8 @@ func (c Config) Validate() error {
 		return errors.New("server: config: MaxFrameSize must be at least 1024")
 	case c.MaxOutboundBytes < c.MaxFrameSize:
 		return errors.New("server: config: MaxOutboundBytes must be at least MaxFrameSize")
+	case c.MaxInFlight < 1:
+		return errors.New("server: config: MaxInFlight must be positive")
 	case c.SessionlessTimeout < 0:
 		return errors.New("server: config: negative SessionlessTimeout")
 	case c.ServerID < 0:

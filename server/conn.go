@@ -92,7 +92,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		ip:        ip,
 		log:       s.log.With("remote", remote),
 		stopped:   make(chan struct{}),
-		reqs:      make(chan request, maxInFlight),
+		reqs:      make(chan request, s.cfg.MaxInFlight),
 		readsDone: make(chan struct{}, 1),
 	}
 	c.stats.established = time.Now()

@@ -30,10 +30,6 @@ type request struct {
 	closeSession bool
 }
 
-// maxInFlight bounds the requests a connection may have admitted and not yet answered. When it is
-// reached the reader stops reading the socket, which pushes back on the client through TCP.
-const maxInFlight = 1024
-
 // admit decodes one frame and either handles it on arrival (auth, writes are started, bad
 // frames) or passes it to the executor. It reports false when the reader must stop: the
 // connection is ending, or nothing after this request may be answered (closeSession).
@@ -142,7 +138,7 @@ func (c *conn) awaitReads() bool {
 	return true
 }
 
-// enqueue hands r to the executor, waiting while the connection has maxInFlight requests.
+// enqueue hands r to the executor, waiting while the connection has Config.MaxInFlight requests.
 func (c *conn) enqueue(r request) bool {
 	isRead := r.pending == nil && !r.fixed
 	if isRead {
