@@ -146,3 +146,112 @@ zk.stop()
 		t.Fatal(err)
 	}
 }
+
+// kazooRWScript runs kazoo WriteLock writers. Each holder announces itself with an ephemeral
+// node and then looks for the other kind (create, then check, on both sides), so any overlap of
+// a writer with a reader or another writer is seen by at least one side.
+const kazooRWScript = `
+import sys, time
+from kazoo.client import KazooClient
+from kazoo.exceptions import NodeExistsError
+hosts, path, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
+zk = KazooClient(hosts=hosts)
+zk.start(timeout=20)
+lock = zk.WriteLock(path, "kazoo-writer")
+for i in range(rounds):
+    with lock:
+        try:
+            zk.create(path + "-writer", b"kazoo", ephemeral=True)
+        except NodeExistsError:
+            print("WRITER OVERLAP")
+            sys.exit(3)
+        if zk.get_children(path + "-readers"):
+            print("READER INSIDE")
+            sys.exit(3)
+        time.sleep(0.003)
+        zk.delete(path + "-writer")
+zk.stop()
+print("OK")
+`
+
+// TestKazooRWInterop: kazoo WriteLock writers and Go Kazoo-mode RWMutex readers and writers on
+// one path.
+func TestKazooRWInterop(t *testing.T) {
+	py := kazooPython(t)
+	addrs := testServer(t)
+	p := testPath(t)
+	ctx := testCtx(t, 90*time.Second)
+	script := filepath.Join(t.TempDir(), "rw.py")
+	if err := os.WriteFile(script, []byte(kazooRWScript), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	setup := newTestSession(t, nil)
+	for _, q := range []string{p, p + "-readers"} {
+		if err := ensurePath(ctx, setup, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for range 2 {
+		wg.Go(func() {
+			cmd := exec.CommandContext(ctx, py, script, strings.Join(addrs, ","), p, "6")
+			var out bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &out
+			if err := cmd.Run(); err != nil || !strings.Contains(out.String(), "OK") {
+				errs <- errors.New("kazoo writer: " + strings.TrimSpace(out.String()))
+			}
+		})
+	}
+	for i := range 4 {
+		s := newTestSession(t, nil)
+		m := NewRWMutex(s, p, WithProtocol(Kazoo))
+		write := i == 0
+		wg.Go(func() {
+			for range 6 {
+				var l *Lease
+				var err error
+				if write {
+					l, err = m.Lock(ctx)
+				} else {
+					l, err = m.RLock(ctx)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+				if write {
+					if _, err := s.Conn().Create(p+"-writer", nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
+						errs <- errors.New("go writer overlapped a writer: " + err.Error())
+					} else {
+						if kids, _, _ := s.Conn().Children(p + "-readers"); len(kids) != 0 {
+							errs <- errors.New("go writer found readers inside")
+						}
+						time.Sleep(3 * time.Millisecond)
+						_ = s.Conn().Delete(p+"-writer", -1)
+					}
+				} else {
+					node, err := s.Conn().Create(p+"-readers/r", nil, zk.FlagEphemeral|zk.FlagSequence, zk.WorldACL(zk.PermAll))
+					if err != nil {
+						errs <- err
+					} else {
+						if ok, _, _ := s.Conn().Exists(p + "-writer"); ok {
+							errs <- errors.New("go reader found a writer inside")
+						}
+						time.Sleep(3 * time.Millisecond)
+						_ = s.Conn().Delete(node, -1)
+					}
+				}
+				if err := l.Unlock(ctx); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
