@@ -90,3 +90,41 @@ func TestNativeAndCuratorAgree(t *testing.T) {
 		t.Fatalf("%d overlaps between Native and Curator contenders", overlaps.Load())
 	}
 }
+
+// TestNewSessionAdoptsConn drives a Session from a connection and event channel the caller
+// created, and checks that it follows an expiry through that channel.
+func TestNewSessionAdoptsConn(t *testing.T) {
+	addrs := testServer(t)
+	ctx := testCtx(t, 30*time.Second)
+	f := &faults{}
+	conn, events, err := zk.Connect(addrs, testTimeout, zk.WithLogger(quietLogger{}), zk.WithDialer(f.dial))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	s := NewSession(conn, events, testTimeout)
+	defer s.Close()
+	p := testPath(t)
+	l, err := NewMutex(s, p).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid, pw := f.credentials()
+	expireSession(t, sid, pw)
+	select {
+	case <-l.Done():
+	case <-ctx.Done():
+		t.Fatal("expiry not seen through the event channel")
+	}
+	if !errors.Is(l.Err(), ErrSessionExpired) {
+		t.Fatalf("Err = %v; want ErrSessionExpired", l.Err())
+	}
+	l2, err := NewMutex(s, p).TryLock(ctx)
+	if err != nil {
+		t.Fatalf("lock on the new session: %v", err)
+	}
+	if l2.Token().SessionID == sid {
+		t.Fatal("new lease on the expired session")
+	}
+	_ = l2.Unlock(ctx)
+}
