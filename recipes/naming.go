@@ -177,7 +177,7 @@ func blocks(r, other role) bool {
 func nativeDecide(children []string, own string, r role) decision {
 	_, ownSeq, ok := parseNative(own)
 	if !ok {
-		return decision{found: true, held: false}
+		return decision{found: true, held: false, watch: ""}
 	}
 	d := decision{found: true}
 	var best int32
@@ -263,12 +263,13 @@ func kazooDecide(children []string, own string, r role) decision {
 	if r == roleWrite {
 		re = kazooLockRead
 	}
-	om := kazooOwnSuffix.FindStringSubmatch(own)
 	d := decision{found: true}
-	if om == nil {
-		return d
+	var ownSeq string
+	if om := kazooOwnSuffix.FindStringSubmatch(own); om != nil {
+		ownSeq = om[1]
+	} else if i := strings.LastIndex(own, "__"); i >= 0 {
+		ownSeq = own[i+2:] // a wrapped small negative such as -000000005: kazoo's own regex misses it
 	}
-	ownSeq := om[1]
 	bestSeq := ""
 	for _, c := range children {
 		if c == own {

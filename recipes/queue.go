@@ -253,6 +253,10 @@ func (q *queue) wait(ctx context.Context, g *grant, r role, try bool) error {
 		if try {
 			return fmt.Errorf("recipes: %s: %w", q.path, ErrLocked)
 		}
+		if d.watch == "" {
+			// Our own name does not parse under the protocol: nothing sensible to wait for.
+			return fmt.Errorf("recipes: %s: unparsable own node: %w", g.node, ErrInconsistent)
+		}
 		_, _, ch, err := q.s.conn.GetW(q.path + "/" + d.watch)
 		if errors.Is(err, zk.ErrNoNode) {
 			continue
