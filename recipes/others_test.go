@@ -272,3 +272,45 @@ func TestDoubleBarrier(t *testing.T) {
 		}
 	}
 }
+
+// TestSemaphoreLeaseEndsWithSession: a holder's session expires, its lease reports it, and the
+// freed lease goes to a waiter.
+func TestSemaphoreLeaseEndsWithSession(t *testing.T) {
+	p := testPath(t)
+	ctx := testCtx(t, 30*time.Second)
+	f := &faults{}
+	s1, s2 := newTestSession(t, f), newTestSession(t, nil)
+	held, err := NewSemaphore(s1, p, 1).Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *Lease, 1)
+	go func() {
+		l, err := NewSemaphore(s2, p, 1).Acquire(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	waitFor(t, 10*time.Second, "waiting lease", func() bool { return len(children(t, s2, p+"/leases")) == 2 })
+	sid, pw := f.credentials()
+	expireSession(t, sid, pw)
+	select {
+	case <-held.Done():
+	case <-ctx.Done():
+		t.Fatal("lease did not end with its session")
+	}
+	if !errors.Is(held.Err(), ErrSessionExpired) {
+		t.Fatalf("Err = %v; want ErrSessionExpired", held.Err())
+	}
+	l := <-got
+	if l == nil {
+		t.FailNow()
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if c := children(t, s2, p+"/leases"); len(c) != 0 {
+		t.Fatalf("orphaned leases: %v", c)
+	}
+}
