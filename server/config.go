@@ -80,7 +80,7 @@ type Config struct {
 
 	// FourLetterWords lists the four-letter words served on the client port
 	// (4lw.commands.whitelist); "*" enables all, and words zkd does not know are ignored. Nil means
-	// DefaultFourLetterWords. srvr is always enabled, as in ZooKeeper.
+	// DefaultFourLetterWords(). srvr is always enabled, as in ZooKeeper.
 	FourLetterWords []string
 	// AdminAddr is the admin HTTP address (/metrics, /ready, /commands/<name>).
 	// Empty means no admin server.
@@ -111,11 +111,11 @@ type Config struct {
 	Consensus consensus.Config
 }
 
-// DefaultFourLetterWords are the four-letter words enabled when Config.FourLetterWords is nil:
-// every command that only reads, so monitoring works out of the box (ZooKeeper's own default of
-// srvr alone breaks most monitoring tools). crst and srst, which reset counters, are left out.
-var DefaultFourLetterWords = []string{
-	"ruok", "srvr", "stat", "mntr", "conf", "cons", "envi", "wchs", "wchc", "wchp", "dump", "dirs", "isro",
+// DefaultFourLetterWords returns the four-letter words enabled when Config.FourLetterWords is
+// nil: every command that only reads, so monitoring works out of the box (ZooKeeper's own default
+// of srvr alone breaks most monitoring tools). crst and srst, which reset counters, are left out.
+func DefaultFourLetterWords() []string {
+	return []string{"ruok", "srvr", "stat", "mntr", "conf", "cons", "envi", "wchs", "wchc", "wchp", "dump", "dirs", "isro"}
 }
 
 // allFourLetterWords is every four-letter word the server knows.
@@ -156,7 +156,7 @@ func (c Config) withDefaults() Config {
 		c.SessionlessTimeout = 10 * time.Second
 	}
 	if c.FourLetterWords == nil {
-		c.FourLetterWords = DefaultFourLetterWords
+		c.FourLetterWords = DefaultFourLetterWords()
 	}
 	if c.AdminCommandURL == "" {
 		c.AdminCommandURL = "/commands"
