@@ -4,6 +4,7 @@
 //
 //	zkd                      standalone, durable: client port 2181, data in ./data
 //	zkd -config zoo.cfg      an existing ZooKeeper configuration (standalone or server.N cluster)
+//	zkd -config zoo.cfg -join  a new member that waits until a reconfig adds it
 //	zkd version              print the version
 //
 // SIGINT and SIGTERM stop it gracefully.
@@ -41,6 +42,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	dataDir := fs.String("data", "", "data directory (overrides dataDir)")
 	addr := fs.String("addr", "", "client address host:port (overrides clientPort/clientPortAddress)")
 	admin := fs.String("admin", "", "admin HTTP address host:port, or \"off\" (overrides admin.*)")
+	join := fs.Bool("join", false, "start with no data as a member-to-be that waits for a reconfig to add it")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	logJSON := fs.Bool("log-json", false, "log in JSON instead of text")
 	if err := fs.Parse(args); err != nil {
@@ -93,6 +95,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	default:
 		st.cfg.AdminAddr, st.adminExplicit = *admin, true
 	}
+	st.cfg.Join = *join
 	st.cfg.Logger = log
 	if err := os.MkdirAll(st.cfg.Dir, 0o750); err != nil {
 		log.Error("cannot create data directory", "dir", st.cfg.Dir, "err", err)
