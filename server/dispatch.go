@@ -36,7 +36,7 @@ func (c *conn) recordLatency(d time.Duration) {
 // execute runs one request that is neither a write nor handled on arrival: reads, ping, sync,
 // watch management and whoAmI. It runs on the connection's executor, after every earlier
 // request of the connection completed.
-func (c *conn) execute(ctx context.Context, hdr jute.RequestHeader, body jute.Record) {
+func (c *conn) execute(ctx context.Context, hdr jute.RequestHeader, body jute.Record, auth []jute.Id) {
 	s := c.s
 	switch hdr.Type {
 	case jute.OpPing:
@@ -92,7 +92,7 @@ func (c *conn) execute(ctx context.Context, hdr jute.RequestHeader, body jute.Re
 		}
 		c.reply(hdr.Xid, s.view().Zxid(), code, nil)
 	case jute.OpWhoAmI:
-		ids := c.authIDs()
+		ids := auth
 		infos := make([]jute.ClientInfo, 0, len(ids))
 		for _, id := range ids {
 			user := id.ID
@@ -105,9 +105,9 @@ func (c *conn) execute(ctx context.Context, hdr jute.RequestHeader, body jute.Re
 		}
 		c.reply(hdr.Xid, s.view().Zxid(), jute.CodeOK, &jute.WhoAmIResponse{ClientInfo: infos})
 	case jute.OpReconfig:
-		c.reconfig(ctx, hdr, body.(*jute.ReconfigRequest))
+		c.reconfig(ctx, hdr, body.(*jute.ReconfigRequest), auth)
 	default:
-		c.read(hdr, body)
+		c.read(hdr, body, auth)
 	}
 }
 
@@ -123,11 +123,11 @@ func indexByte(s string, b byte) int {
 // read serves a read from the published view and registers its watch. If a transaction was
 // applied between the view and the registration, the read is done again on a newer view, so the
 // watch cannot miss a change.
-func (c *conn) read(hdr jute.RequestHeader, body jute.Record) {
+func (c *conn) read(hdr jute.RequestHeader, body jute.Record, auth []jute.Id) {
 	s := c.s
 	for {
 		v := s.view()
-		resp, err := v.Read(c.session(), c.authIDs(), hdr.Type, body)
+		resp, err := v.Read(c.session(), auth, hdr.Type, body)
 		code := codeFor(err)
 		if code == jute.CodeOK {
 			resp = s.withConfigData(hdr.Type, body, resp)

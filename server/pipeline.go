@@ -17,6 +17,9 @@ type request struct {
 	hdr     jute.RequestHeader
 	body    jute.Record
 	arrived time.Time
+	// auth is the connection's identities when the request arrived: a later auth packet does
+	// not change what an earlier request may do.
+	auth []jute.Id
 	// pending is a started write (or closeSession) whose result the executor waits for.
 	pending pendingWrite
 	// fixed, when set, is the complete answer decided on arrival: code and, rarely, a body.
@@ -67,6 +70,7 @@ func (c *conn) admit(ctx context.Context, frame []byte) bool {
 			return false
 		}
 	}
+	r.auth = c.authIDs()
 	switch hdr.Type {
 	case jute.OpAuth:
 		// Handled on arrival, as in ZooKeeper, so writes admitted after it carry the new identity.
@@ -86,7 +90,7 @@ func (c *conn) admit(ctx context.Context, frame []byte) bool {
 		if !c.awaitReads() {
 			return false
 		}
-		p, err := s.backend.Start(ctx, sid, c.authIDs(), jute.OpCloseSession, nil)
+		p, err := s.backend.Start(ctx, sid, r.auth, jute.OpCloseSession, nil)
 		if err != nil {
 			c.abort(err)
 			return false
@@ -106,7 +110,7 @@ func (c *conn) admit(ctx context.Context, frame []byte) bool {
 		if !c.awaitReads() {
 			return false
 		}
-		p, err := s.backend.Start(ctx, sid, c.authIDs(), hdr.Type, body)
+		p, err := s.backend.Start(ctx, sid, r.auth, hdr.Type, body)
 		switch {
 		case err != nil && isBadRequest(err):
 			r.fixed, r.code = true, jute.CodeMarshallingError
@@ -200,7 +204,7 @@ func (c *conn) complete(ctx context.Context, r request) bool {
 			return false
 		}
 	default:
-		c.execute(ctx, r.hdr, r.body)
+		c.execute(ctx, r.hdr, r.body, r.auth)
 		c.readsQueued.Add(-1)
 		select {
 		case c.readsDone <- struct{}{}:

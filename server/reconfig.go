@@ -73,7 +73,7 @@ func (s *Server) configText() (string, int64) {
 // reconfig applies a ZooKeeper reconfig onto the Raft membership: joining servers become voters
 // (start them with Config.Join so they wait to be added), leaving ones are removed. It needs
 // ReconfigEnabled and a cluster; the caller needs WRITE on /zookeeper/config.
-func (c *conn) reconfig(ctx context.Context, hdr jute.RequestHeader, req *jute.ReconfigRequest) {
+func (c *conn) reconfig(ctx context.Context, hdr jute.RequestHeader, req *jute.ReconfigRequest, auth []jute.Id) {
 	s := c.s
 	v := s.view()
 	switch {
@@ -84,7 +84,7 @@ func (c *conn) reconfig(ctx context.Context, hdr jute.RequestHeader, req *jute.R
 		c.reply(hdr.Xid, v.Zxid(), jute.CodeUnimplemented, nil)
 		return
 	}
-	if acl, ok := v.ACL(configPath); ok && !znode.CheckACL(acl, c.authIDs(), jute.PermWrite) {
+	if acl, ok := v.ACL(configPath); ok && !znode.CheckACL(acl, auth, jute.PermWrite) {
 		c.reply(hdr.Xid, v.Zxid(), jute.CodeNoAuth, nil)
 		return
 	}
