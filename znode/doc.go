@@ -36,6 +36,14 @@
 // View.WriteSnapshot streams a versioned binary format (see snapshot.go) with a CRC-32C trailer;
 // ReadSnapshot restores it and refuses anything malformed with ErrCorruptSnapshot.
 //
+// # Quotas
+//
+// The tree keeps ZooKeeper's quota accounting (see quota.go): a node zookeeper_limits under
+// /zookeeper/quota/<path> makes <path> a quota root, and every create, delete and setData under
+// the longest such root updates the "count=N,bytes=M" text of its zookeeper_stats node in place
+// (no version, mzxid or mtime change, no watch event). View.Quotas reports limits and usage.
+// Limits are never enforced, as in ZooKeeper without enforceQuota.
+//
 // # Counting
 //
 // NodeCount follows ZooKeeper's znode_count, which counts a "" alias of the root: a fresh tree
