@@ -97,9 +97,9 @@ func (a *applier) quotaRemoved(path, parentPath, name string, size int) {
 	a.chargeQuota(path, -int64(size), -1)
 }
 
-// chargeQuota adds bytes and count to the stats of the quota root covering path, if there is one
+// chargeQuota adds size and count to the stats of the quota root covering path, if there is one
 // and its stats node exists.
-func (a *applier) chargeQuota(path string, bytes int64, count int64) {
+func (a *applier) chargeQuota(path string, size, count int64) {
 	q := a.v.quotaRootFor(path)
 	if q == "" {
 		return
@@ -111,7 +111,7 @@ func (a *applier) chargeQuota(path string, bytes int64, count int64) {
 	}
 	st := parseQuotaStats(n.data)
 	st.count += count
-	st.bytes += bytes
+	st.bytes += size
 	a.setQuotaStats(sp, n, st.appendText(nil))
 }
 
@@ -139,7 +139,7 @@ func (a *applier) recountQuota(q string) {
 // setQuotaStats replaces the data of the stats node n at path with text, keeping its Stat fields:
 // no version, mzxid or mtime change and no event.
 func (a *applier) setQuotaStats(path string, n *node, text []byte) {
-	if n.data != nil && bytes.Equal(n.data, text) {
+	if bytes.Equal(n.data, text) {
 		return
 	}
 	a.rewrite(path, 0, func(p *node) *node {
