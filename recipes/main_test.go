@@ -150,6 +150,14 @@ type faults struct {
 	conns         []net.Conn
 	partitioned   bool // dials fail
 	dials         int
+	sent          map[int32]int // requests written, by opcode
+}
+
+// sentOps returns how many requests with opcode op were written.
+func (f *faults) sentOps(op int32) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.sent[op]
 }
 
 // partition cuts the client off the server (existing connections close, new dials fail) until
@@ -173,7 +181,8 @@ const (
 	opGetData = 4
 	opDelete  = 2
 
-	opSetWatches = 101
+	opSetWatches      = 101
+	opCreateContainer = 19
 )
 
 func (f *faults) dial(network, addr string, timeout time.Duration) (net.Conn, error) {
@@ -273,6 +282,10 @@ func (c *faultConn) Write(b []byte) (int, error) {
 	}
 	if !first && op != 0 {
 		c.f.mu.Lock()
+		if c.f.sent == nil {
+			c.f.sent = map[int32]int{}
+		}
+		c.f.sent[op]++
 		var holding, release chan struct{}
 		if c.f.holdOp == op && c.f.holding != nil && strings.Contains(string(b[12:]), c.f.holdPath) {
 			holding, release = c.f.holding, c.f.release

@@ -696,3 +696,33 @@ func TestMutexSimulatedExpiry(t *testing.T) {
 	}
 	_ = l2.Unlock(ctx)
 }
+
+// TestMutexContainerParents creates the lock path with createContainer requests (a client
+// cannot tell a container from its Stat, so the requests on the wire are counted) and keeps
+// working when the server removes the path.
+func TestMutexContainerParents(t *testing.T) {
+	p := testPath(t) + "/inner"
+	ctx := testCtx(t, 30*time.Second)
+	f := &faults{}
+	s := newTestSession(t, f)
+	m := NewMutex(s, p, WithContainerParents(), WithProtocol(Curator))
+	l, err := m.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := f.sentOps(opCreateContainer); n < 2 {
+		t.Fatalf("%d createContainer requests; want one per missing level (2)", n)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Stand in for the server's container reaper.
+	if err := s.Conn().Delete(p, -1); err != nil {
+		t.Fatal(err)
+	}
+	l, err = m.Lock(ctx)
+	if err != nil {
+		t.Fatalf("Lock after the path was reaped: %v", err)
+	}
+	_ = l.Unlock(ctx)
+}

@@ -22,6 +22,7 @@ type options struct {
 	data          []byte
 	acl           []zk.ACL
 	loseOnSuspend bool
+	containers    bool
 }
 
 func buildOptions(opts []Option) options {
@@ -51,6 +52,12 @@ func WithACL(acl []zk.ACL) Option { return func(o *options) { o.acl = acl } }
 // Use it when the protected work cannot tolerate any doubt about ownership.
 func WithLoseOnSuspend() Option { return func(o *options) { o.loseOnSuspend = true } }
 
+// WithContainerParents creates the recipe's path and missing ancestors as container nodes, which
+// the server removes once they are empty (Curator's choice), instead of persistent nodes. On a
+// server without container support it falls back to persistent nodes. A removed path is created
+// again on the next acquire; its sequence numbers restart, which the ordering tolerates.
+func WithContainerParents() Option { return func(o *options) { o.containers = true } }
+
 // queue is the machinery shared by every recipe that queues ephemeral-sequential contender
 // nodes under one path: unique per-attempt names, ghost-node recovery, herd-free waiting on the
 // single predecessor with getData, ownership checks, and cleanup that never leaves a node.
@@ -79,7 +86,7 @@ type grant struct {
 // ErrLocked when the node is not granted at once. On any error the node is deleted, or queued
 // for background deletion while its session lives.
 func (q *queue) acquire(ctx context.Context, r role, try bool) (*grant, error) {
-	if err := ensurePath(ctx, q.s, q.path); err != nil {
+	if err := q.ensure(ctx); err != nil {
 		return nil, err
 	}
 	for {
@@ -129,7 +136,7 @@ func (q *queue) create(ctx context.Context, r role, flags int32, fixed string) (
 		switch {
 		case errors.Is(err, zk.ErrNoNode):
 			// The lock path was removed (a reaped container, a cleanup): create it again.
-			if err := ensurePath(ctx, q.s, q.path); err != nil {
+			if err := q.ensure(ctx); err != nil {
 				return nil, err
 			}
 		case err == nil:
@@ -335,8 +342,20 @@ func removeNode(s *Session, node string, sid int64) {
 	s.deleteLater(pendingKey{sid: sid, path: node})
 }
 
+// ensure creates the queue's path and missing ancestors, as containers with
+// WithContainerParents.
+func (q *queue) ensure(ctx context.Context) error {
+	return ensurePathMode(ctx, q.s, q.path, q.opts.containers)
+}
+
 // ensurePath creates p and its missing ancestors as persistent nodes.
 func ensurePath(ctx context.Context, s *Session, p string) error {
+	return ensurePathMode(ctx, s, p, false)
+}
+
+// ensurePathMode creates p and its missing ancestors, as container nodes if containers is set
+// (falling back to persistent nodes on a server that refuses containers).
+func ensurePathMode(ctx context.Context, s *Session, p string, containers bool) error {
 	for {
 		if _, err := s.waitConnected(ctx); err != nil {
 			return err
@@ -360,7 +379,16 @@ func ensurePath(ctx context.Context, s *Session, p string) error {
 			if _, err := s.waitConnected(ctx); err != nil {
 				return err
 			}
-			_, err := s.conn.Create(cur, []byte{}, 0, zk.WorldACL(zk.PermAll))
+			var err error
+			if containers {
+				_, err = s.conn.CreateContainer(cur, []byte{}, zk.FlagContainer, zk.WorldACL(zk.PermAll))
+				if err != nil && !errors.Is(err, zk.ErrNodeExists) && !isConnLoss(err) && !errors.Is(err, zk.ErrSessionExpired) {
+					containers = false // no container support: fall back to persistent nodes
+					continue
+				}
+			} else {
+				_, err = s.conn.Create(cur, []byte{}, 0, zk.WorldACL(zk.PermAll))
+			}
 			if err == nil || errors.Is(err, zk.ErrNodeExists) {
 				break
 			}

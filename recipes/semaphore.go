@@ -71,7 +71,7 @@ func (sm *Semaphore) acquire(ctx context.Context, try bool) (*Lease, error) {
 	if sm.err != nil {
 		return nil, sm.err
 	}
-	if err := ensurePath(ctx, sm.s, sm.leases.path); err != nil {
+	if err := sm.leases.ensure(ctx); err != nil {
 		return nil, err
 	}
 	lk, err := sm.mutex.Lock(ctx)
