@@ -1,6 +1,7 @@
 package recipes
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -40,6 +41,8 @@ type leaseState struct {
 	done          chan struct{}
 	stop          chan struct{} // closed to stop the monitor; guarded by mu
 	loseOnSuspend bool
+	revoke        chan struct{} // closed when a revocation is requested
+	revokeOnce    sync.Once
 	ctx           context.Context
 	cancel        context.CancelCauseFunc
 	wg            sync.WaitGroup
@@ -71,13 +74,14 @@ type leaseKey struct{}
 func newLease(s *Session, g *grant, key string, write, read, loseOnSuspend bool) *Lease {
 	seq, _ := strconv.ParseInt(seqSuffix(path.Base(g.node), g.prefix), 10, 32)
 	st := &leaseState{
-		s:     s,
-		token: Token{Czxid: g.stat.Czxid, Seq: int32(seq), Path: g.node, SessionID: g.sid},
-		key:   key,
-		write: write,
-		read:  read,
-		done:  make(chan struct{}),
-		stop:  make(chan struct{}),
+		s:      s,
+		token:  Token{Czxid: g.stat.Czxid, Seq: int32(seq), Path: g.node, SessionID: g.sid},
+		key:    key,
+		write:  write,
+		read:   read,
+		done:   make(chan struct{}),
+		stop:   make(chan struct{}),
+		revoke: make(chan struct{}),
 	}
 	st.mu.holds = 1
 	l := &Lease{st: st}
@@ -94,6 +98,32 @@ func leaseFromContext(ctx context.Context, key string) *Lease {
 		return nil
 	}
 	return l
+}
+
+// revokeData is what Curator's Revoker writes into a lock node to ask its holder to release.
+var revokeData = []byte("__REVOKE__")
+
+// RevokeRequested returns a channel that is closed when another participant asks the holder to
+// give the lock up (Revoke, or Curator's Revoker), by writing "__REVOKE__" into the lock node.
+// Revocation is cooperative: the holder decides to Unlock.
+func (l *Lease) RevokeRequested() <-chan struct{} { return l.st.revoke }
+
+// Revoke asks the holder of the lock node at nodePath (for example a Participant's Path or a
+// Token's Path) to release it, the way Curator's Revoker does. It returns an error wrapping
+// zk.ErrNoNode if the node is gone.
+func Revoke(ctx context.Context, s *Session, nodePath string) error {
+	for {
+		if _, err := s.waitConnected(ctx); err != nil {
+			return err
+		}
+		_, err := s.conn.Set(nodePath, revokeData, -1)
+		if err == nil {
+			return nil
+		}
+		if !isConnLoss(err) {
+			return opError("revoke", nodePath, err)
+		}
+	}
 }
 
 // Token returns the lease's fencing token.
@@ -361,7 +391,10 @@ func (st *leaseState) monitor(loseOnSuspend bool, suspended <-chan struct{}, sto
 			continue
 		}
 		if ch == nil {
-			_, _, c, err := st.s.conn.GetW(st.token.Path)
+			data, _, c, err := st.s.conn.GetW(st.token.Path)
+			if err == nil && bytes.Equal(data, revokeData) {
+				st.revokeOnce.Do(func() { close(st.revoke) })
+			}
 			switch {
 			case errors.Is(err, zk.ErrNoNode):
 				st.end(fmt.Errorf("recipes: %s deleted: %w", st.token.Path, ErrLockLost))

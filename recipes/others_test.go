@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/go-zookeeper/zk"
 )
 
 func TestSemaphoreBoundsHolders(t *testing.T) {
@@ -312,5 +314,37 @@ func TestSemaphoreLeaseEndsWithSession(t *testing.T) {
 	}
 	if c := children(t, s2, p+"/leases"); len(c) != 0 {
 		t.Fatalf("orphaned leases: %v", c)
+	}
+}
+
+func TestRevoke(t *testing.T) {
+	p := testPath(t)
+	ctx := testCtx(t, 30*time.Second)
+	s1, s2 := newTestSession(t, nil), newTestSession(t, nil)
+	l, err := NewMutex(s1, p).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-l.RevokeRequested():
+		t.Fatal("revocation reported before any request")
+	default:
+	}
+	if err := Revoke(ctx, s2, l.Token().Path); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-l.RevokeRequested():
+	case <-ctx.Done():
+		t.Fatal("revocation request not seen")
+	}
+	if l.Err() != nil || isClosed(l.Done()) {
+		t.Fatal("a revocation request must not end the lease by itself")
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := Revoke(ctx, s2, l.Token().Path); !errors.Is(err, zk.ErrNoNode) {
+		t.Fatalf("Revoke of a released lock = %v; want ErrNoNode", err)
 	}
 }
