@@ -114,7 +114,9 @@ func (c *conn) addAuth(id jute.Id) {
 			return
 		}
 	}
-	ids := append(append([]jute.Id(nil), old...), id)
+	// Kept in ZooKeeper's HashSet order, so whoAmI and the auth ACL scheme list the identities
+	// in the order ZooKeeper does.
+	ids := javaHashSetOrder(append(append([]jute.Id(nil), old...), id))
 	c.auth.Store(&ids)
 }
 

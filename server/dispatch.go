@@ -92,7 +92,7 @@ func (c *conn) execute(ctx context.Context, hdr jute.RequestHeader, body jute.Re
 		}
 		c.reply(hdr.Xid, s.view().Zxid(), code, nil)
 	case jute.OpWhoAmI:
-		ids := javaHashSetOrder(auth)
+		ids := auth // already in ZooKeeper's order (addAuth)
 		infos := make([]jute.ClientInfo, 0, len(ids))
 		for _, id := range ids {
 			user := id.ID
