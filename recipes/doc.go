@@ -42,7 +42,16 @@
 // WithProtocol(Curator) and WithProtocol(Kazoo) name and order nodes exactly as Apache Curator
 // and Python's kazoo do, so Go processes can contend on the same path as those clients. Each
 // protocol copies its peer's comparator, wrap behaviour included, because agreement on the winner
-// matters more than arithmetic.
+// matters more than arithmetic. WithContainerParents creates parents as containers, as Curator
+// does, and Revoke / Lease.RevokeRequested speak Curator's cooperative "__REVOKE__" protocol.
+//
+// # Known client issue
+//
+// go-zookeeper v1.0.4 has a data race of its own on reconnect (Conn.lastZxid is read by
+// sendSetWatches while recvLoop writes it; go-zookeeper/zk PR #35 is open). It is harmless on
+// 64-bit platforms in practice, but the race detector reports it when a reconnect with watches
+// coincides with a reply; this package's tests delay replies on reconnected test connections to
+// keep -race runs clean.
 //
 // # Concurrency
 //
