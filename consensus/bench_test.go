@@ -3,8 +3,8 @@ package consensus
 import (
 	"fmt"
 	"os"
-	"strconv"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"

@@ -35,6 +35,9 @@ type fsm struct {
 	onRestore func(zxid int64)
 	// deliver hands the result of an entry this node proposed to its waiting proposer.
 	deliver func(seq uint64, c *command, r *znode.Result)
+	// restored is called after a snapshot replaced the tree: entries up to it were never applied
+	// one by one, so their proposers will not get a result.
+	restored func()
 	// sessions observes session creation and closing on every node (the leader keeps deadlines).
 	sessions *sessionTracker
 	applies  atomic.Int64
@@ -154,6 +157,9 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	}
 	f.applied.trigger(zxid)
 	f.log.Info("restored snapshot", "zxid", zxid)
+	if f.restored != nil {
+		f.restored()
+	}
 	if f.onRestore != nil {
 		f.onRestore(zxid)
 	}

@@ -68,6 +68,8 @@ type Node struct {
 	ready       atomic.Bool  // leader whose FSM caught up and whose session deadlines are reset
 	leaderEpoch atomic.Int64 // bumped on every leadership change notification
 	serving     atomic.Bool
+	// restoredCh is closed (and replaced) whenever a snapshot replaces the tree.
+	restoredCh atomic.Pointer[chan struct{}]
 	catchingUp  atomic.Bool
 
 	stats struct {
@@ -126,6 +128,9 @@ func New(cfg Config) (*Node, error) {
 	n.fsm.onRestore = cfg.OnRestore
 	n.fsm.deliver = n.deliver
 	n.fsm.sessions = n.sessions
+	n.fsm.restored = n.restoredTree
+	restored := make(chan struct{})
+	n.restoredCh.Store(&restored)
 
 	if err := n.open(); err != nil {
 		n.cancel()
@@ -234,6 +239,13 @@ func (n *Node) open() error {
 	}
 	n.raft = r
 	return nil
+}
+
+// restoredTree wakes proposals waiting for a local apply that a snapshot install skipped.
+func (n *Node) restoredTree() {
+	next := make(chan struct{})
+	old := n.restoredCh.Swap(&next)
+	close(*old)
 }
 
 // goTracked runs f on a goroutine that Shutdown waits for; it refuses once shutdown began.

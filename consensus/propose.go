@@ -152,6 +152,7 @@ func (n *Node) start(ctx context.Context, c *command, localOnly bool) (*Pending,
 	}
 	n.mu.Unlock()
 
+	restored := n.restoredCh.Load()
 	at, err := n.submit(ctx, c, localOnly)
 	if err != nil {
 		n.settle(c)
@@ -159,7 +160,7 @@ func (n *Node) start(ctx context.Context, c *command, localOnly bool) (*Pending,
 	}
 	n.stats.proposed.Add(1)
 	pd := &Pending{done: make(chan struct{})}
-	if !n.goTracked(func() { n.complete(c, pr, at, pd, localOnly) }) {
+	if !n.goTracked(func() { n.complete(c, pr, at, pd, localOnly, restored) }) {
 		n.settle(c)
 		pd.err = ErrUnknownOutcome
 		close(pd.done)
@@ -243,7 +244,8 @@ func (n *Node) submit(ctx context.Context, c *command, localOnly bool) (attempt,
 }
 
 // complete waits for the outcome of a submitted proposal and settles pd.
-func (n *Node) complete(c *command, pr *proposal, at attempt, pd *Pending, localOnly bool) {
+// restored is the restore signal as it was before c was submitted.
+func (n *Node) complete(c *command, pr *proposal, at attempt, pd *Pending, localOnly bool, restored *chan struct{}) {
 	defer close(pd.done)
 	defer n.settle(c)
 	for {
@@ -273,6 +275,15 @@ func (n *Node) complete(c *command, pr *proposal, at attempt, pd *Pending, local
 			select {
 			case <-pr.delivered:
 				pd.res, pd.cmd = *pr.res, pr.cmd
+			case <-*restored:
+				// Committed, but this node jumped past it with a snapshot: no result here.
+				select {
+				case <-pr.delivered:
+					pd.res, pd.cmd = *pr.res, pr.cmd
+				default:
+					n.stats.unknown.Add(1)
+					pd.err = fmt.Errorf("%w: committed; a snapshot install skipped its result here", ErrUnknownOutcome)
+				}
 			case <-t.C:
 				n.stats.unknown.Add(1)
 				pd.err = fmt.Errorf("%w: committed but not applied here within %v", ErrUnknownOutcome, n.cfg.ApplyTimeout)
