@@ -44,7 +44,8 @@ func WithProtocol(p Protocol) Option { return func(o *options) { o.proto = p } }
 // Election's observers read). kazoo decodes contender data as UTF-8.
 func WithData(data []byte) Option { return func(o *options) { o.data = data } }
 
-// WithACL sets the ACL of the nodes the recipe creates (world:anyone all permissions by default).
+// WithACL sets the ACL of the contender nodes the recipe creates (world:anyone with all
+// permissions by default); missing parents are always created world-accessible.
 func WithACL(acl []zk.ACL) Option { return func(o *options) { o.acl = acl } }
 
 // WithLoseOnSuspend makes a held lease end with ErrSuspended as soon as the connection is lost,
