@@ -33,8 +33,8 @@ func WithLogs(t testing.TB) Option {
 
 // Config returns the configuration Start and StartCluster use, with opts applied, for code that
 // starts servers itself (a TestMain has no testing.TB): every four-letter word, TTL nodes
-// enabled, tickTime 200ms so sessions expire quickly (timeouts 400ms to 30s), and a Raft heartbeat
-// timeout loose enough for -race on a busy machine.
+// enabled, no per-IP connection limit, tickTime 200ms so sessions expire quickly (timeouts 400ms
+// to 30s), and a Raft heartbeat timeout loose enough for -race on a busy machine.
 func Config(opts ...Option) server.Config {
 	return config(opts)
 }
@@ -45,6 +45,7 @@ func config(opts []Option) server.Config {
 		MaxSessionTimeout:    30 * time.Second,
 		FourLetterWords:      []string{"*"},
 		ExtendedTypesEnabled: true,
+		MaxClientConns:       -1, // tests open many connections from 127.0.0.1
 	}
 	cfg.Consensus.HeartbeatTimeout = 500 * time.Millisecond
 	for _, o := range opts {
