@@ -126,13 +126,12 @@ func (c *conn) reconfig(ctx context.Context, hdr jute.RequestHeader, req *jute.R
 	// A follower learns the new configuration a moment after the leader committed it.
 	s.awaitMembers(ctx, joins, leaves)
 	c.log.Info("reconfig applied", "joined", len(joins), "left", len(leaves))
+	// Watchers of /zookeeper/config learn of the change before the reply.
+	s.checkConfigChange()
 	v = s.view()
 	text, _ := s.configText()
 	st, _ := v.Stat(configPath)
 	st.DataLength = int32(len(text))
-	// Watchers of /zookeeper/config on this server learn of the change.
-	acl, _ := v.ACL(configPath)
-	s.watches.fire(v.Zxid(), []znode.Event{{Type: jute.EventNodeDataChanged, Path: configPath, ACL: acl}})
 	c.reply(hdr.Xid, v.Zxid(), jute.CodeOK, &jute.GetDataResponse{Data: []byte(text), Stat: st})
 }
 
@@ -242,4 +241,27 @@ func (s *Server) awaitMembers(ctx context.Context, joins []member, leaves []int6
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// checkConfigChange fires NodeDataChanged on /zookeeper/config for this server's watchers when
+// the membership changed since the last check. Every server runs it from housekeeping, so
+// watchers learn of a reconfig whichever server handled it.
+func (s *Server) checkConfigChange() {
+	if len(s.cfg.Peers) <= 1 && s.node == nil {
+		return
+	}
+	s.configSeen.Lock()
+	defer s.configSeen.Unlock()
+	_, version := s.configText()
+	if s.configSeen.version == version {
+		return
+	}
+	first := s.configSeen.version == 0
+	s.configSeen.version = version
+	if first {
+		return
+	}
+	v := s.view()
+	acl, _ := v.ACL(configPath)
+	s.watches.fire(v.Zxid(), []znode.Event{{Type: jute.EventNodeDataChanged, Path: configPath, ACL: acl}})
 }

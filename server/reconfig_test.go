@@ -45,6 +45,20 @@ func TestReconfigAddsAndRemovesAMember(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = s4.Close() })
 
+	// A watcher of /zookeeper/config on another member hears about the change.
+	var other string
+	for _, a := range cl.Addrs() {
+		if a != c.Server() {
+			other = a
+			break
+		}
+	}
+	watcher, _ := connect(t, other)
+	_, _, cfgEvents, err := watcher.GetW("/zookeeper/config")
+	if err != nil {
+		t.Fatal(err)
+	}
+
 	spec := fmt.Sprintf("server.4=%s:%s;%s", "127.0.0.1", strings.Split(peerLn.Addr().String(), ":")[1], s4.Addr())
 	if _, err := c.IncrementalReconfig([]string{spec}, nil, -1); err != nil {
 		t.Fatalf("reconfig joining server 4: %v", err)
@@ -55,6 +69,14 @@ func TestReconfigAddsAndRemovesAMember(t *testing.T) {
 	}
 	if n := strings.Count(string(data), "server."); n != 4 {
 		t.Fatalf("config after the join has %d members:\n%s", n, data)
+	}
+	select {
+	case ev := <-cfgEvents:
+		if ev.Type != zk.EventNodeDataChanged || ev.Path != "/zookeeper/config" {
+			t.Errorf("config watcher got %+v", ev)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("no NodeDataChanged on /zookeeper/config at another member")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()

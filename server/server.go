@@ -52,6 +52,11 @@ type Server struct {
 		sync.Mutex
 		m map[int64]string
 	}
+	// configSeen is the membership version whose change was last announced.
+	configSeen struct {
+		sync.Mutex
+		version int64
+	}
 	stats    serverStats
 	admin    *http.Server
 	adminLn  net.Listener
@@ -113,6 +118,7 @@ func (s *Server) run(be backend, stop func() error) error {
 		_ = stop()
 		return err
 	}
+	s.checkConfigChange() // records the starting membership
 	s.wg.Go(s.acceptLoop)
 	s.wg.Go(s.housekeeping)
 	s.log.Info("serving clients", "addr", ln.Addr().String(), "serverID", s.cfg.ServerID)
@@ -308,6 +314,7 @@ func (s *Server) housekeeping() {
 			s.dropClients("lost contact with the leader")
 			continue
 		}
+		s.checkConfigChange()
 		v := s.view()
 		s.mu.Lock()
 		var gone []*conn
