@@ -17,10 +17,13 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	"github.com/zkd-io/zkd/internal/zktest"
+	"github.com/zkd-io/zkd/server"
 )
 
 // The test target is chosen here only: $RECIPES_ZK_ADDR (any ZooKeeper-compatible server,
-// comma-separated addresses), else a real Apache ZooKeeper started once for the package.
+// comma-separated addresses); else, with RECIPES_TARGET=zookeeper, a real Apache ZooKeeper started
+// once for the package; else (the default) an in-process zkd configured like a stock ZooKeeper
+// (tickTime 2s, so 4s is the smallest session timeout).
 var (
 	targetAddrs []string
 	targetSkip  string
@@ -30,6 +33,26 @@ func TestMain(m *testing.M) {
 	code := func() int {
 		if a := os.Getenv("RECIPES_ZK_ADDR"); a != "" {
 			targetAddrs = strings.Split(a, ",")
+			return m.Run()
+		}
+		if os.Getenv("RECIPES_TARGET") != "zookeeper" {
+			s, err := server.Start(server.Config{TickTime: 2 * time.Second, MaxClientConns: -1})
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "recipes: start zkd:", err)
+				return 1
+			}
+			defer func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				_ = s.Shutdown(ctx)
+			}()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := s.WaitServing(ctx); err != nil {
+				fmt.Fprintln(os.Stderr, "recipes: zkd:", err)
+				return 1
+			}
+			targetAddrs = []string{s.Addr()}
 			return m.Run()
 		}
 		if !zktest.Available() {
