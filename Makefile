@@ -5,7 +5,7 @@ FUZZTIME  ?= 20s
 BENCHTIME ?= 1s
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build test test-short run bench fuzz lint vet fmt-check staticcheck conformance clean
+.PHONY: all build test test-short test-zookeeper run cluster bench bench-compare fuzz lint vet fmt-check staticcheck conformance compat clean
 
 all: build
 
@@ -22,13 +22,28 @@ test:
 test-short:
 	$(GO) test -short -count=1 $(PKGS)
 
+## test-zookeeper: the black-box suites against real Apache ZooKeeper as well (the oracle): recipes on a
+## real ZooKeeper, conformance on a real 3-server ensemble too (needs Debian's zookeeper package)
+test-zookeeper:
+	RECIPES_TARGET=zookeeper $(GO) test -race -count=1 -timeout 20m ./recipes/
+	CONFORMANCE_ZK_ENSEMBLE=1 $(GO) test -race -count=1 -timeout 20m ./conformance/...
+
 ## run: run zkd standalone with embedded defaults (./data, port 2181)
-run: build
-	@if [ -x bin/zkd ]; then ./bin/zkd; else echo "zkd: the server binary arrives with the server issue (cmd/zkd)"; exit 1; fi
+run:
+	$(GO) run ./cmd/zkd
+
+## cluster: three zkd servers on loopback (clients on 127.0.0.1:2181-2183); Ctrl-C stops them
+cluster:
+	./examples/cluster/run.sh
 
 ## bench: every Go benchmark, with allocations
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=$(BENCHTIME) $(PKGS)
+
+## bench-compare: zkd against Apache ZooKeeper side by side; writes docs/benchmarks.md (about an hour;
+## BENCHFLAGS="-duration 3s -repeat 1 -memory 100000" for a quick look)
+bench-compare:
+	./scripts/bench/run.sh $(BENCHFLAGS)
 
 ## fuzz: every Fuzz target in the module for FUZZTIME each
 fuzz:
@@ -53,5 +68,12 @@ conformance:
 	$(GO) test -race -count=1 -v ./conformance/... 2>&1 | tee conformance.out | grep -E '^(---|===|ok|FAIL|PASS)' | grep -v '=== RUN' || true
 	@! grep -q -- '--- FAIL' conformance.out
 
+## compat: regenerate docs/compatibility.md from a run of the conformance suite against zkd
+## (standalone and cluster) and real ZooKeeper (standalone and ensemble)
+compat:
+	CONFORMANCE_ZK_ENSEMBLE=1 $(GO) test -count=1 -json ./conformance/ > conformance.json || true
+	$(GO) run ./conformance/matrix < conformance.json > docs/compatibility.md
+	@echo "docs/compatibility.md written"
+
 clean:
-	rm -rf bin conformance.out
+	rm -rf bin conformance.out conformance.json
