@@ -94,11 +94,7 @@ func openConsensus(s *Server) (backend, func() error, error) {
 			s.onRestore(n.View())
 		}
 	}
-	cc.OnServing = func(serving bool) {
-		if !serving {
-			s.dropClients("lost contact with the leader")
-		}
-	}
+	cc.OnServing = func(serving bool) { s.servingChanged(serving) }
 	n, err := consensus.New(cc)
 	if err != nil {
 		return nil, nil, fmt.Errorf("server: start consensus: %w", err)

@@ -34,7 +34,9 @@ type Server struct {
 	watches *watchManager
 	// published is the newest view whose watch events have all been queued; reads use it.
 	published atomic.Pointer[znode.View]
-	started   time.Time
+	// notServingSince is when the server stopped serving (unix ns), 0 while it serves.
+	notServingSince atomic.Int64
+	started         time.Time
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -174,6 +176,17 @@ func (s *Server) onRestore(v *znode.View) {
 	s.dropClients("state restored from a snapshot")
 }
 
+// servingChanged records when the server stopped serving. Clients are dropped only once it has
+// not served for a whole tick (housekeeping), so a heartbeat that arrives late on a busy machine
+// does not disconnect everyone; new clients are refused at once.
+func (s *Server) servingChanged(serving bool) {
+	if serving {
+		s.notServingSince.Store(0)
+		return
+	}
+	s.notServingSince.CompareAndSwap(0, time.Now().UnixNano())
+}
+
 // dropClients closes every client connection.
 func (s *Server) dropClients(why string) {
 	s.mu.Lock()
@@ -297,9 +310,9 @@ func (s *Server) connections() []*conn {
 	return out
 }
 
-// housekeeping closes connections whose session ended (expired or closed elsewhere) and, while
-// this server is not serving (no leader), every client connection, so that clients move to a
-// healthy server.
+// housekeeping closes connections whose session ended (expired or closed elsewhere) and, once
+// this server has not served for a tick (no leader), every client connection, so that clients
+// move to a healthy server, as a ZooKeeper follower that lost its leader does.
 func (s *Server) housekeeping() {
 	interval := max(s.cfg.TickTime/2, 10*time.Millisecond)
 	t := time.NewTicker(interval)
@@ -311,9 +324,13 @@ func (s *Server) housekeeping() {
 		case <-t.C:
 		}
 		if !s.backend.Serving() {
-			s.dropClients("lost contact with the leader")
+			s.servingChanged(false)
+			if since := s.notServingSince.Load(); since != 0 && time.Since(time.Unix(0, since)) >= s.cfg.TickTime {
+				s.dropClients("lost contact with the leader")
+			}
 			continue
 		}
+		s.servingChanged(true)
 		s.checkConfigChange()
 		v := s.view()
 		s.mu.Lock()
