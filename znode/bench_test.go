@@ -122,7 +122,7 @@ func TestBigTree(t *testing.T) {
 	after := liveHeap()
 	rssAfter := rssBytes()
 	v := tr.View()
-	nodes := v.nodes - 4
+	nodes := int(v.nodes) - 4
 	payload := uint64(nodes) * (10 + bigData)
 	perNode := float64(after-before-payload) / float64(nodes)
 	t.Logf("built %d nodes in %v, CPU %v (%.0f creates per CPU second)", nodes, build, buildCPU, float64(nodes)/buildCPU.Seconds())

@@ -80,9 +80,10 @@ type View struct {
 	containers btree[string, pathKey] // paths of container nodes
 	ttls       btree[string, pathKey] // paths of TTL nodes
 	quotas     btree[string, pathKey] // quota roots (see quota.go)
-	nodes      int                    // real nodes, the root included
 	dataSize   int64                  // sum of path and data lengths, as ZooKeeper approximates it
-	ephemerals int
+	// Counts are int32, as ZooKeeper's (Java int) are; it keeps the View within 64 bytes.
+	nodes      int32 // real nodes, the root included
+	ephemerals int32
 }
 
 // Tree is the replicated data tree. Apply must be called from one goroutine at a time (consensus

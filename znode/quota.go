@@ -183,17 +183,14 @@ func parseQuotaStats(data []byte) quotaStats {
 		}
 		// Java's split("=") drops trailing empty strings, so "bytes=5=" is bytes 5, "count==5" has
 		// an empty value (read as -1), and "count=" or "=" has no value at all (ZooKeeper throws).
-		parts := strings.Split(pair, "=")
-		for len(parts) > 0 && parts[len(parts)-1] == "" {
-			parts = parts[:len(parts)-1]
-		}
-		if len(parts) < 2 {
+		key, rest, ok := strings.Cut(strings.TrimRight(pair, "="), "=")
+		if !ok {
 			continue
 		}
-		key := parts[0]
+		val, _, _ := strings.Cut(rest, "=")
 		var v int64 = -1
-		if parts[1] != "" {
-			n, err := strconv.ParseInt(parts[1], 10, 64)
+		if val != "" {
+			n, err := strconv.ParseInt(val, 10, 64)
 			if err != nil {
 				continue
 			}

@@ -475,3 +475,39 @@ func checkQuotaUsage(t *testing.T, v *View) {
 		}
 	}
 }
+
+// BenchmarkApplyCreateUnderQuota is creates and deletes of a node two levels below a quota root,
+// so every op parses and rewrites the stats node.
+func BenchmarkApplyCreateUnderQuota(b *testing.B) {
+	for _, quota := range []bool{false, true} {
+		b.Run(fmt.Sprint("quota=", quota), func(b *testing.B) {
+			tr := New()
+			zxid := int64(0)
+			apply := func(op jute.Op, req any) {
+				zxid++
+				if res := tr.Apply(zxid, &Txn{Time: 1, Op: op, Req: req}); res.Err != nil {
+					b.Fatalf("%v: %v", op, res.Err)
+				}
+			}
+			paths := []string{"/app", "/app/data"}
+			if quota {
+				paths = append(paths, quotaPath+"/app", quotaPath+"/app/"+quotaLimitsName, quotaPath+"/app/"+quotaStatsName)
+			}
+			for _, p := range paths {
+				apply(jute.OpCreate, &jute.CreateRequest{Path: p, ACL: worldAll})
+			}
+			create := &jute.CreateRequest{Path: "/app/data/n", Data: make([]byte, 100), ACL: worldAll}
+			del := &jute.DeleteRequest{Path: "/app/data/n", Version: -1}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				apply(jute.OpCreate, create)
+				apply(jute.OpDelete, del)
+			}
+			b.StopTimer()
+			if want := map[bool]string{false: "<none>", true: "count=2,bytes=0"}[quota]; statsIn(tr.View(), "/app") != want {
+				b.Fatalf("stats %q; want %q", statsIn(tr.View(), "/app"), want)
+			}
+		})
+	}
+}

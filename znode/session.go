@@ -129,14 +129,14 @@ func (v *View) Zxid() int64 { return v.zxid }
 
 // NodeCount returns the node count as ZooKeeper's znode_count gauge reports it: the real nodes plus
 // one, because ZooKeeper's node map also holds "" as an alias of the root (a fresh tree reports 5).
-func (v *View) NodeCount() int { return v.nodes + 1 }
+func (v *View) NodeCount() int { return int(v.nodes) + 1 }
 
 // DataSize returns approximate_data_size as ZooKeeper computes it: the sum over its node map of each
 // key's length plus the data's length (a fresh tree reports 44).
 func (v *View) DataSize() int64 { return v.dataSize }
 
 // EphemeralCount returns the number of ephemeral nodes.
-func (v *View) EphemeralCount() int { return v.ephemerals }
+func (v *View) EphemeralCount() int { return int(v.ephemerals) }
 
 // Stat returns the Stat of the node at path.
 func (v *View) Stat(path string) (jute.Stat, bool) {

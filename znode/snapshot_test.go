@@ -120,7 +120,7 @@ func snapshotBytes(t *testing.T, v *View) []byte {
 // checkInvariants walks the whole view and checks every derived value against the nodes.
 func checkInvariants(t *testing.T, v *View) {
 	t.Helper()
-	var nodes, ephemerals int
+	var nodes, ephemerals int32
 	size := int64(0)
 	eph := map[int64][]string{}
 	var containers, ttls []string
