@@ -239,7 +239,14 @@ func expiredResponse(req *jute.ConnectRequest) *jute.ConnectResponse {
 func (c *conn) handshake(ctx context.Context, req *jute.ConnectRequest) (bool, error) {
 	s := c.s
 	if !s.backend.Serving() {
-		return false, errors.New("server: not serving")
+		// A brief election (or a late heartbeat) should not turn clients away; a server that
+		// stays cut off refuses them after a tick.
+		wctx, cancel := context.WithTimeout(ctx, s.cfg.TickTime)
+		err := s.WaitServing(wctx)
+		cancel()
+		if err != nil {
+			return false, err
+		}
 	}
 	if req.LastZxidSeen > s.view().Zxid() {
 		// The client has seen newer state than this server: let it try another one, unless a
