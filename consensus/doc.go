@@ -100,5 +100,8 @@
 // batch and is never held while calling Raft or the network; order: rpcClient.mu → Node.mu
 // (a client starts its reader through goTracked while dialling), never the reverse;
 // sessionTracker.mu and applyWait.mu are leaves. Every goroutine is started by
-// Node.goTracked (or New) and waited for by Shutdown.
+// Node.goTracked (or New) and waited for by Shutdown, with one exception: hashicorp/raft v1.7.3
+// leaves some futures unanswered when it shuts down (apply futures still in the buffered apply
+// channel, verify futures), so waits on raft futures go through Node.waitFuture, whose helper
+// goroutine may stay parked on such a dead future after Shutdown (it holds nothing).
 package consensus

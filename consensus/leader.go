@@ -31,7 +31,7 @@ func (n *Node) monitor() {
 			return
 		case leader := <-n.notify:
 			epoch := n.leaderEpoch.Add(1)
-			n.ready.Store(false)
+			n.readyTerm.Store(0)
 			if leader {
 				n.goTracked(func() { n.establish(epoch) })
 			}
@@ -55,11 +55,17 @@ func (n *Node) monitor() {
 // session gets a full timeout (ZooKeeper's new leader does the same), then the node is ready.
 func (n *Node) establish(epoch int64) {
 	for n.leaderEpoch.Load() == epoch && n.raft.State() == raft.Leader {
-		err := n.raft.Barrier(n.cfg.HoldTimeout).Error()
+		term := n.raft.CurrentTerm()
+		err := n.waitFuture(n.raft.Barrier(n.cfg.HoldTimeout), 0)
+		if err == nil && n.raft.CurrentTerm() != term {
+			err = errors.New("consensus: term changed during the barrier")
+		}
 		if err == nil {
 			n.sessions.reset(n.View().Sessions())
 			if n.leaderEpoch.Load() == epoch {
-				n.ready.Store(true)
+				// Ready for this term only: the barrier committed in it, so from now on the
+				// commit index covers everything committed by earlier leaders.
+				n.readyTerm.Store(term)
 				n.log.Info("leadership established", "zxid", n.LastZxid())
 				n.updateServing()
 			}
@@ -92,7 +98,7 @@ func (n *Node) setServing(v bool) {
 func (n *Node) updateServing() {
 	switch n.raft.State() {
 	case raft.Leader:
-		n.setServing(n.ready.Load())
+		n.setServing(n.IsLeader())
 		return
 	case raft.Follower:
 	default:
@@ -223,12 +229,19 @@ func (n *Node) call(ctx context.Context, addr string, kind byte, payload []byte)
 
 // leaderReadIndex is the leader's half of readIndex.
 func (n *Node) leaderReadIndex() (int64, error) {
-	if !n.IsLeader() {
+	// ReadIndex needs a leader that committed an entry of its own term (the barrier in
+	// establish); a node re-elected before the monitor saw it step down must not answer from the
+	// older term's readiness, whose commit index may miss writes of the leader in between.
+	term := n.readyTerm.Load()
+	if term == 0 || n.raft.State() != raft.Leader || n.raft.CurrentTerm() != term {
 		return 0, ErrNotLeader
 	}
 	commit := n.raft.CommitIndex() // before verifying (hashicorp/raft#603)
 	if err := n.verifyLeader(); err != nil {
 		return 0, err
+	}
+	if n.raft.CurrentTerm() != term {
+		return 0, fmt.Errorf("%w: term changed during the read index", ErrNotLeader)
 	}
 	// The FSM never sees no-op, configuration or barrier entries, so wait for the newest command
 	// at or below the commit index instead; everything at or below the applied zxid is a known
@@ -246,27 +259,46 @@ func (n *Node) leaderReadIndex() (int64, error) {
 	return applied, nil
 }
 
-// verifyLeader confirms leadership with a heartbeat round. hashicorp/raft v1.7.3 can leave a
-// VerifyLeader future unanswered when the node shuts down while it waits (seen in the
-// linearizability test), so the wait is bounded here and the waiting goroutine is left to the
-// raft future: it ends when raft answers, or stays parked on a dead future after Shutdown. That
-// goroutine is the one this package does not own; it holds no locks or resources.
+// verifyLeader confirms leadership with a heartbeat round, bounded in time.
 func (n *Node) verifyLeader() error {
-	vf := n.raft.VerifyLeader()
+	err := n.waitFuture(n.raft.VerifyLeader(), max(4*n.cfg.HeartbeatTimeout, time.Second))
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrNotLeader, err)
+	}
+	return nil
+}
+
+// errFutureTimeout is returned by waitFuture when the future did not resolve in time.
+var errFutureTimeout = errors.New("consensus: raft did not answer in time")
+
+// waitFuture waits for a hashicorp/raft future until it resolves, the timeout passes (zero: no
+// limit) or the node shuts down. hashicorp/raft v1.7.3 leaves some futures unanswered when it
+// shuts down (apply futures still in the buffered apply channel or handed to the FSM goroutine,
+// and verify futures), so no goroutine of the node may wait on one without also watching for
+// shutdown. The helper goroutine that calls Error is the one goroutine this package does not
+// own: it ends when raft answers, or stays parked on a dead future after Shutdown, holding
+// nothing.
+func (n *Node) waitFuture(f raft.Future, timeout time.Duration) error {
 	done := make(chan error, 1)
-	go func() { done <- vf.Error() }()
-	t := time.NewTimer(max(4*n.cfg.HeartbeatTimeout, time.Second))
-	defer t.Stop()
+	go func() { done <- f.Error() }()
+	var tc <-chan time.Time
+	if timeout > 0 {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		tc = t.C
+	}
 	select {
 	case err := <-done:
-		if err != nil {
-			return fmt.Errorf("%w: %w", ErrNotLeader, err)
-		}
-		return nil
-	case <-t.C:
-		return fmt.Errorf("%w: leadership not confirmed in time", ErrNotLeader)
+		return err
+	case <-tc:
+		return errFutureTimeout
 	case <-n.stop:
-		return ErrShutdown
+		select {
+		case err := <-done:
+			return err
+		default:
+			return ErrShutdown
+		}
 	}
 }
 

@@ -108,7 +108,8 @@ var lzModel = porcupine.NondeterministicModel{
 	},
 	Equal: func(a, b any) bool { return a.(lzState) == b.(lzState) },
 	DescribeOperation: func(input, output any) string {
-		in, out := input.(lzInput), output.(lzOutput)
+		in, _ := input.(lzInput)
+		out, _ := output.(lzOutput)
 		return fmt.Sprintf("%v %s %q v%d -> %+v", in.kind, in.path, in.data, in.version, out)
 	},
 }
@@ -248,6 +249,11 @@ func TestLinearizability(t *testing.T) {
 	switch res {
 	case porcupine.Ok:
 	case porcupine.Illegal:
+		t.Errorf("history is not linearizable (seed %d)", seed)
+		for _, op := range history {
+			in, out := op.Input.(lzInput), op.Output.(lzOutput)
+			t.Logf("client %d [%d, %d] %v %s %q v%d -> %+v", op.ClientId, op.Call/1000, op.Return/1000, in.kind, in.path, in.data, in.version, out)
+		}
 		file := filepath.Join(os.TempDir(), fmt.Sprintf("zkd-linearizability-%d.html", seed))
 		if err := porcupine.VisualizePath(lzModel.ToModel(), info, file); err == nil {
 			t.Logf("visualization: %s", file)

@@ -7,8 +7,8 @@ import (
 )
 
 // TestMain fails the package if any test leaves a goroutine running. The one exception is a
-// goroutine parked on a hashicorp/raft VerifyLeader future that a shut-down raft never answers
-// (see Node.verifyLeader).
+// goroutine parked on a hashicorp/raft future that a shut-down raft never answers (see
+// Node.waitFuture).
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/hashicorp/raft.(*deferError).Error"))
 }

@@ -38,7 +38,7 @@ func (n *Node) TransferLeadership(ctx context.Context) error {
 // Members returns the current Raft configuration.
 func (n *Node) Members() ([]Peer, error) {
 	f := n.raft.GetConfiguration()
-	if err := f.Error(); err != nil {
+	if err := n.waitFuture(f, 0); err != nil {
 		return nil, fmt.Errorf("consensus: configuration: %w", err)
 	}
 	var out []Peer
@@ -98,7 +98,7 @@ func (n *Node) leaderAddVoter(ctx context.Context, id, addr string) error {
 	if n.raft.State() != raft.Leader {
 		return ErrNotLeader
 	}
-	err := n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, raftTimeout(ctx, n.cfg.HoldTimeout)).Error()
+	err := n.waitFuture(n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, raftTimeout(ctx, n.cfg.HoldTimeout)), 0)
 	if err != nil {
 		return fmt.Errorf("consensus: add voter %s: %w", id, wrapLeaderErr(err))
 	}
@@ -109,7 +109,7 @@ func (n *Node) leaderRemoveServer(ctx context.Context, id string) error {
 	if n.raft.State() != raft.Leader {
 		return ErrNotLeader
 	}
-	err := n.raft.RemoveServer(raft.ServerID(id), 0, raftTimeout(ctx, n.cfg.HoldTimeout)).Error()
+	err := n.waitFuture(n.raft.RemoveServer(raft.ServerID(id), 0, raftTimeout(ctx, n.cfg.HoldTimeout)), 0)
 	if err != nil {
 		return fmt.Errorf("consensus: remove server %s: %w", id, wrapLeaderErr(err))
 	}
@@ -120,7 +120,7 @@ func (n *Node) leaderTransfer() error {
 	if n.raft.State() != raft.Leader {
 		return ErrNotLeader
 	}
-	if err := n.raft.LeadershipTransfer().Error(); err != nil {
+	if err := n.waitFuture(n.raft.LeadershipTransfer(), 0); err != nil {
 		return fmt.Errorf("consensus: leadership transfer: %w", wrapLeaderErr(err))
 	}
 	return nil
@@ -178,7 +178,7 @@ func (n *Node) Stats() Stats {
 // Snapshot takes a snapshot now (normally Raft takes one every SnapshotThreshold entries) and
 // compacts the log behind it.
 func (n *Node) Snapshot() error {
-	if err := n.raft.Snapshot().Error(); err != nil {
+	if err := n.waitFuture(n.raft.Snapshot(), 0); err != nil {
 		return fmt.Errorf("consensus: snapshot: %w", err)
 	}
 	return nil

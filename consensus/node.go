@@ -65,12 +65,12 @@ type Node struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 
-	ready       atomic.Bool  // leader whose FSM caught up and whose session deadlines are reset
-	leaderEpoch atomic.Int64 // bumped on every leadership change notification
+	readyTerm   atomic.Uint64 // term in which this leader's FSM caught up and sessions were reset; 0: not ready
+	leaderEpoch atomic.Int64  // bumped on every leadership change notification
 	serving     atomic.Bool
 	// restoredCh is closed (and replaced) whenever a snapshot replaces the tree.
 	restoredCh atomic.Pointer[chan struct{}]
-	catchingUp  atomic.Bool
+	catchingUp atomic.Bool
 
 	stats struct {
 		proposed  atomic.Int64
@@ -347,7 +347,10 @@ func (n *Node) WaitApplied(ctx context.Context, zxid int64) error {
 
 // IsLeader reports whether this node is the leader and has finished taking over (its FSM caught
 // up and session deadlines were reset).
-func (n *Node) IsLeader() bool { return n.ready.Load() && n.raft.State() == raft.Leader }
+func (n *Node) IsLeader() bool {
+	term := n.readyTerm.Load()
+	return term != 0 && n.raft.State() == raft.Leader && n.raft.CurrentTerm() == term
+}
 
 // Leader returns the current leader's id and peer address, empty if none is known.
 func (n *Node) Leader() (id, addr string) {

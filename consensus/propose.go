@@ -252,7 +252,7 @@ func (n *Node) complete(c *command, pr *proposal, at attempt, pd *Pending, local
 		var status byte
 		var detail error
 		if at.fut != nil {
-			detail = at.fut.Error()
+			detail = n.waitFuture(at.fut, 0)
 			status, _ = classifyApply(detail)
 		} else {
 			select {

@@ -241,7 +241,7 @@ func (n *Node) serveRPC(conn net.Conn) {
 				continue
 			}
 			if !n.goTracked(func() {
-				status, msg := classifyApply(fut.Error())
+				status, msg := classifyApply(n.waitFuture(fut, 0))
 				if status == statusOK {
 					msg = binary.BigEndian.AppendUint64(nil, fut.Index())
 				}
