@@ -270,3 +270,38 @@ func TestFollowerCatchesUpBySnapshot(t *testing.T) {
 		t.Fatalf("%s caught up to %d without installing a snapshot", lag.ID(), zxid)
 	}
 }
+
+func TestFiveNodesSurviveTwoFailuresAndSplit(t *testing.T) {
+	c := newCluster(t, 5, true, nil)
+	leader := c.leader()
+	ctx := ctxT(t, 30*time.Second)
+	// Kill the leader and one follower: three of five still commit.
+	c.stop(leader.ID())
+	c.stop(c.followers()[0].ID())
+	nl := c.leader()
+	for i := range 10 {
+		if res, err := nl.Propose(ctx, createReq(fmt.Sprintf("/five%d", i), nil, jute.ModePersistent)); err != nil || res.Err != nil {
+			t.Fatalf("write with 3 of 5: %v %v", err, res.Err)
+		}
+	}
+	for _, id := range c.ids {
+		if c.nodes[id] == nil {
+			c.start(id)
+		}
+	}
+	c.converge()
+	// Split 2 | 3: only the three commit.
+	minority := []string{c.ids[0], c.ids[1]}
+	c.fab.Partition(minority, c.ids)
+	major := c.leader(c.ids[2:]...)
+	if res, err := major.Propose(ctx, createReq("/split", nil, jute.ModePersistent)); err != nil || res.Err != nil {
+		t.Fatalf("majority write: %v %v", err, res.Err)
+	}
+	for _, id := range minority {
+		if _, _, ok := getData(t, c.nodes[id], "/split"); ok {
+			t.Fatalf("minority node %s applied a write of the majority while cut off", id)
+		}
+	}
+	c.fab.Heal()
+	c.converge()
+}
