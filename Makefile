@@ -5,7 +5,7 @@ FUZZTIME  ?= 20s
 BENCHTIME ?= 1s
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build test test-short test-zookeeper run cluster bench bench-compare fuzz lint vet fmt-check staticcheck conformance compat clean
+.PHONY: all build test test-consensus-long test-short test-zookeeper run cluster bench bench-compare fuzz lint vet fmt-check staticcheck conformance compat clean
 
 all: build
 
@@ -17,6 +17,11 @@ build:
 ## test: the full test suite with the race detector (needs ZooKeeper for the oracle checks; see README)
 test:
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+
+## test-consensus-long: consensus's porcupine linearizability check under faults for a minute per run
+## (ZKD_SEED=<seed> replays a logged run)
+test-consensus-long:
+	$(GO) test -race -count=1 -timeout 30m -tags long -run 'TestLinearizability$$' ./consensus/
 
 ## test-short: quick tests without the race detector
 test-short:
