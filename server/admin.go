@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -30,7 +31,7 @@ func (s *Server) startAdmin() error {
 	mux.HandleFunc("GET /metrics", s.serveMetrics)
 	mux.HandleFunc("GET /ready", func(w http.ResponseWriter, _ *http.Request) {
 		if s.backend.Serving() {
-			_, _ = fmt.Fprintln(w, "ready")
+			_, _ = io.WriteString(w, "ready\n")
 			return
 		}
 		http.Error(w, "not serving", http.StatusServiceUnavailable)
