@@ -1,6 +1,7 @@
 package consensus
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -63,5 +64,40 @@ func TestNoLeaderFailsSafely(t *testing.T) {
 	}
 	if f.LastZxid() != before || f.Stats().Retried == 0 {
 		t.Fatalf("zxid moved (%d → %d) or no retries counted (%d)", before, f.LastZxid(), f.Stats().Retried)
+	}
+}
+
+// Start blocks once MaxOutstanding proposals are outstanding, until its ctx ends.
+func TestOutstandingProposalsBounded(t *testing.T) {
+	c := newCluster(t, 3, true, func(cfg *Config) {
+		cfg.MaxOutstanding = 1
+		cfg.HoldTimeout = 1500 * time.Millisecond
+	})
+	c.leader()
+	f := c.followers()[0]
+	for _, n := range c.running() {
+		if n != f {
+			c.stop(n.ID())
+		}
+	}
+	eventually(t, 5*time.Second, "the survivor to lose its leader", func() bool {
+		id, _ := f.Leader()
+		return id == ""
+	})
+	first := make(chan error, 1)
+	go func() {
+		_, err := f.Start(ctxT(t, 10*time.Second), createReq("/one", nil, jute.ModePersistent))
+		first <- err
+	}()
+	eventually(t, 5*time.Second, "the first proposal to hold the only slot", func() bool { return f.Stats().Outstanding == 1 })
+	short := ctxT(t, 100*time.Millisecond)
+	if _, err := f.Start(short, createReq("/two", nil, jute.ModePersistent)); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("second Start with the slot taken = %v; want the ctx deadline", err)
+	}
+	if err := <-first; !errors.Is(err, ErrNoLeader) {
+		t.Fatalf("first Start = %v; want ErrNoLeader", err)
+	}
+	if got := f.Stats().Outstanding; got != 0 {
+		t.Fatalf("outstanding after both settled = %d", got)
 	}
 }

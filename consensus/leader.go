@@ -41,11 +41,12 @@ func (n *Node) monitor() {
 		case <-sessionTick.C:
 			n.flushTouches()
 			if n.IsLeader() {
-				n.expireSessions()
+				// Off the monitor: proposing may wait for a free proposal slot.
+				n.goTracked(n.expireSessions)
 			}
 		case <-reapC:
 			if n.IsLeader() {
-				n.reap()
+				n.goTracked(n.reap)
 			}
 		}
 	}
