@@ -14,6 +14,7 @@
 //   - Start: New(Config). With no Raft state in Config.Dir (or Dir == "", in-memory stores for
 //     tests and embedding) it bootstraps a single voter, or the static cluster in Config.Peers
 //     (every member bootstraps with the same list). With state on disk it restarts from it.
+//     Config.NoBootstrap starts a member-to-be that an existing cluster adds with AddVoter.
 //     Shutdown stops everything it started and closes the stores.
 //   - Peer networking: one listener (Config.Listener, or Config.Network.Listen(Config.Addr)). The
 //     first byte of every peer connection is 0x01 (Raft's NetworkTransport) or 0x02 (the cluster
@@ -51,6 +52,8 @@
 //   - Housekeeping on the leader: every Config.ReapInterval it asks View.ReapCandidates for
 //     expired TTL nodes and empty containers and proposes one reap transaction.
 //   - Membership: AddVoter, RemoveServer, TransferLeadership (forwarded to the leader), Members.
+//     Snapshot takes a snapshot now. IsLeader reports an established leader (its FSM caught up
+//     in its current term); Leader returns the leader's id and peer address.
 //   - Serving signal: Serving() and Config.OnServing. True on a leader once it has taken over, and
 //     on a follower that hears from its leader and completed a read index since it last stopped
 //     serving. A server closes its clients and refuses new ones while it is false.
