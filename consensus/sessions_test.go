@@ -61,11 +61,11 @@ func TestSessionExpiryDeletesEphemeralsOnce(t *testing.T) {
 	leader := c.leader()
 	f := c.followers()[0]
 	ctx := ctxT(t, 20*time.Second)
-	s, err := f.CreateSession(ctx, 600)
+	s, err := f.CreateSession(ctx, 1000)
 	if err != nil {
 		t.Fatal(err)
 	}
-	keep, err := f.CreateSession(ctx, 600)
+	keep, err := f.CreateSession(ctx, 1000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func TestSessionExpiryDeletesEphemeralsOnce(t *testing.T) {
 	stopKeep := toucher(t, func() *Node { return f }, []int64{keep.ID}, 50*time.Millisecond)
 	stop := toucher(t, func() *Node { return f }, []int64{s.ID}, 50*time.Millisecond)
 	// Three timeouts of pings keep it alive.
-	deadline := time.Now().Add(1800 * time.Millisecond)
+	deadline := time.Now().Add(2500 * time.Millisecond)
 	for time.Now().Before(deadline) {
 		if _, ok := leader.View().Session(s.ID); !ok {
 			t.Fatalf("session expired although its client kept pinging")
@@ -126,7 +126,7 @@ func TestPingingSessionSurvivesLeaderChange(t *testing.T) {
 	old := c.leader()
 	f := c.followers()[0]
 	ctx := ctxT(t, 20*time.Second)
-	s, err := f.CreateSession(ctx, 1500)
+	s, err := f.CreateSession(ctx, 2000)
 	if err != nil {
 		t.Fatal(err)
 	}
