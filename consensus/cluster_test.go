@@ -305,3 +305,28 @@ func TestFiveNodesSurviveTwoFailuresAndSplit(t *testing.T) {
 	c.fab.Heal()
 	c.converge()
 }
+
+func TestSlowFollowerDoesNotSlowCommits(t *testing.T) {
+	c := newCluster(t, 3, true, nil)
+	leader := c.leader()
+	slow := c.followers()[0]
+	c.fab.Delay(leader.ID(), slow.ID(), 100*time.Millisecond)
+	ctx := ctxT(t, 30*time.Second)
+	start := time.Now()
+	var last int64
+	for i := range 20 {
+		res, err := leader.Propose(ctx, createReq(fmt.Sprintf("/slow%d", i), nil, jute.ModePersistent))
+		if err != nil || res.Err != nil {
+			t.Fatalf("write %d: %v %v", i, err, res.Err)
+		}
+		last = res.Zxid
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("20 writes took %v with one follower 100ms away; the quorum should not wait for it", took)
+	}
+	if slow.LastZxid() >= last {
+		t.Logf("the slow follower kept up (%d >= %d)", slow.LastZxid(), last)
+	}
+	c.fab.Heal()
+	c.converge()
+}
