@@ -15,6 +15,13 @@ import (
 // errClosed reports a call on a connection that has been closed or has failed.
 var errClosed = errors.New("zkbench: connection closed")
 
+// errConnLost marks the errors of calls on a connection that failed: every later call on it fails
+// at once.
+var errConnLost = errors.New("zkbench: connection lost")
+
+// errNoCloseReply reports a server that closed the connection without answering closeSession.
+var errNoCloseReply = errors.New("zkbench: connection closed before the closeSession reply")
+
 // errProtocol reports a reply that does not match the oldest outstanding request.
 var errProtocol = errors.New("zkbench: reply out of order")
 
@@ -331,6 +338,9 @@ func (c *client) fail(err error) {
 		c.mu.Unlock()
 		return
 	}
+	if !errors.Is(err, errClosed) {
+		err = fmt.Errorf("%w: %w", errConnLost, err)
+	}
 	c.mu.err = err
 	pending := c.mu.pending[c.mu.head:]
 	c.mu.pending, c.mu.head = nil, 0
@@ -358,6 +368,9 @@ func (c *client) close() error {
 	select {
 	case r := <-ch:
 		err = r.result()
+		if errors.Is(err, errConnLost) {
+			err = fmt.Errorf("%w (%v)", errNoCloseReply, err)
+		}
 	case <-time.After(2 * time.Second):
 		err = fmt.Errorf("zkbench: closeSession: %w", jute.CodeOperationTimeout)
 	}

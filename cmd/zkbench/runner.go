@@ -130,6 +130,9 @@ func errorKind(err error) string {
 	if errors.Is(err, errClosed) {
 		return "connection closed"
 	}
+	if errors.Is(err, errConnLost) {
+		return "connection lost (" + strings.TrimPrefix(err.Error(), errConnLost.Error()+": ") + ")"
+	}
 	s := err.Error()
 	if len(s) > 60 {
 		s = s[:60]
@@ -295,6 +298,11 @@ func runClosed(ctx context.Context, e *env, w workload) {
 					return // an op cut short by the end of the run is not an error
 				}
 				e.rec.done(start, err)
+				if errors.Is(err, errConnLost) {
+					// The connection is gone and every further op on it would fail at once:
+					// this client stops rather than flood the error count.
+					return
+				}
 			}
 		})
 	}
