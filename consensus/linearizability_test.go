@@ -126,8 +126,8 @@ func lzSeed(t *testing.T) uint64 {
 }
 
 // TestLinearizability runs clients doing create/set/delete and sync+read against all nodes of a
-// 3-node cluster while the test partitions nodes and kills and restarts leaders, then checks the
-// history with porcupine. Replay a failure with ZKD_SEED=<seed>.
+// 3-node cluster while the test partitions nodes, kills and restarts leaders and transfers
+// leadership, then checks the history with porcupine. Replay a failure with ZKD_SEED=<seed>.
 func TestLinearizability(t *testing.T) {
 	if testing.Short() {
 		t.Skip("long randomized test")
@@ -204,7 +204,7 @@ func TestLinearizability(t *testing.T) {
 	deadline := time.Now().Add(linearizabilityDuration)
 	for time.Now().Before(deadline) {
 		time.Sleep(time.Duration(200+rng.IntN(400)) * time.Millisecond) // the fault schedule
-		switch rng.IntN(3) {
+		switch rng.IntN(4) {
 		case 0:
 			victim := c.ids[rng.IntN(len(c.ids))]
 			c.fab.Isolate(victim, c.ids)
@@ -221,6 +221,13 @@ func TestLinearizability(t *testing.T) {
 			mu.Lock()
 			live[l.ID()] = c.nodes[l.ID()]
 			mu.Unlock()
+		case 2:
+			// Hand leadership over while writes flow (refused and retried meanwhile).
+			tctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+			if err := c.leader().TransferLeadership(tctx); err != nil {
+				t.Logf("leadership transfer: %v", err)
+			}
+			cancel()
 		default:
 			// a quiet period
 		}
