@@ -330,3 +330,23 @@ func TestSlowFollowerDoesNotSlowCommits(t *testing.T) {
 	c.fab.Heal()
 	c.converge()
 }
+
+func TestOneWayPartition(t *testing.T) {
+	c := newCluster(t, 3, true, nil)
+	leader := c.leader()
+	f := c.followers()[0]
+	// The leader can no longer reach f, though f can still dial the leader: f hears nothing, the
+	// other follower keeps the quorum, and pre-vote keeps f from disrupting it.
+	c.fab.CutOneWay(leader.ID(), f.ID())
+	ctx := ctxT(t, 30*time.Second)
+	for i := range 20 {
+		res, err := c.leader().Propose(ctx, createReq(fmt.Sprintf("/oneway%d", i), nil, jute.ModePersistent))
+		if err != nil || res.Err != nil {
+			t.Fatalf("write %d during a one-way cut: %v %v", i, err, res.Err)
+		}
+	}
+	eventually(t, 5*time.Second, "the cut-off follower to stop serving", func() bool { return !f.Serving() })
+	c.fab.Heal()
+	c.converge()
+	eventually(t, 5*time.Second, "the follower to serve again", f.Serving)
+}
