@@ -120,9 +120,19 @@ func TestLeaderFailover(t *testing.T) {
 		}
 	}
 	t.Logf("writes resumed %v after the leader was closed", time.Since(killed).Round(time.Millisecond))
+	// Every acknowledged write survived. A read may still meet a connection loss while the
+	// cluster settles (another election on a loaded machine); a ZooKeeper client retries it.
 	for i := range 50 {
-		if ok, _, err := c.Exists(fmt.Sprintf("/f-%d", i)); err != nil || !ok {
-			t.Fatalf("acknowledged /f-%d after failover: %v, %v", i, ok, err)
+		p := fmt.Sprintf("/f-%d", i)
+		for {
+			ok, _, err := c.Exists(p)
+			if err == nil && ok {
+				break
+			}
+			if err == nil || !errors.Is(err, zk.ErrConnectionClosed) || time.Now().After(deadline) {
+				t.Fatalf("acknowledged %s after failover: %v, %v", p, ok, err)
+			}
+			t.Logf("exists %s: %v; retrying", p, err)
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
