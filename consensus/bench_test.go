@@ -86,7 +86,7 @@ func BenchmarkFollowerApplyLag(b *testing.B) {
 // BenchmarkLeaderFailover measures the time from killing the leader (a Shutdown without
 // handing leadership over) to the first write committed by the next leader.
 func BenchmarkLeaderFailover(b *testing.B) {
-	c := newCluster(b, 3, false, nil)
+	c := newCluster(b, 3, false, func(cfg *Config) { cfg.HeartbeatTimeout = 0 }) // production timing
 	ctx := ctxT(b, 10*time.Minute)
 	var total time.Duration
 	var worst time.Duration

@@ -162,6 +162,9 @@ func (c *cluster) config(id string, ln net.Listener) Config {
 		Logger:   testLogger(c.t).With("test", c.t.Name()),
 		OnApply:  rec.hook,
 		TickTime: 200 * time.Millisecond,
+		// Twice the production default: the test machine is shared and -race is slow, and a
+		// spurious election fails tests that expect a stable leader.
+		HeartbeatTimeout: 600 * time.Millisecond,
 	}
 	if c.tweak != nil {
 		c.tweak(&cfg)
