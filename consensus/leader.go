@@ -374,13 +374,16 @@ func (n *Node) ValidateSession(ctx context.Context, id int64) (bool, error) {
 		var err error
 		switch {
 		case lid == raft.ServerID(n.cfg.ID):
-			ok, e := n.leaderValidate(id)
+			ok, e := n.leaderValidate(id, n.cfg.ID)
 			if e == nil {
 				return ok, nil
 			}
 			err = e
 		case lid != "":
-			r, e := n.call(ctx, string(addr), rpcValidate, binary.BigEndian.AppendUint64(nil, uint64(id)))
+			req := jute.NewEncoder(nil)
+			req.Int64(id)
+			req.String(n.cfg.ID)
+			r, e := n.call(ctx, string(addr), rpcValidate, req.Bytes())
 			if e == nil {
 				return len(r) == 1 && r[0] == 1, nil
 			}
@@ -397,11 +400,18 @@ func (n *Node) ValidateSession(ctx context.Context, id int64) (bool, error) {
 	}
 }
 
-func (n *Node) leaderValidate(id int64) (bool, error) {
+// leaderValidate checks a session that reattaches on server and, if it is live, makes server its
+// owner: from then on writes for it through any other server are refused with ErrSessionMoved.
+// An empty server (an older peer) validates without moving the session.
+func (n *Node) leaderValidate(id int64, server string) (bool, error) {
 	if !n.IsLeader() {
 		return false, ErrNotLeader
 	}
-	return n.sessions.touch(id, time.Now()), nil
+	ok := n.sessions.touch(id, time.Now())
+	if ok && server != "" {
+		n.sessions.claim(id, server)
+	}
+	return ok, nil
 }
 
 // expireSessions proposes the close of every session whose deadline passed (leader only).

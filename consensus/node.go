@@ -37,6 +37,9 @@ var (
 	// ErrBadRequest means the proposal cannot be a transaction (wrong op or undecodable body);
 	// nothing was proposed.
 	ErrBadRequest = errors.New("consensus: bad request")
+	// ErrSessionMoved reports a write for a session that has since reattached on another server;
+	// nothing was proposed. The server closes the stale connection, as ZooKeeper does.
+	ErrSessionMoved = errors.New("consensus: session moved to another server")
 )
 
 // Node is one server of the replicated znode state machine. All its methods are safe for

@@ -2,11 +2,13 @@ package consensus
 
 import (
 	"context"
+	crand "crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -203,6 +205,9 @@ func (n *Node) submit(ctx context.Context, c *command, localOnly bool) (attempt,
 			if e == nil {
 				return attempt{fut: fut}, nil
 			}
+			if errors.Is(e, ErrSessionMoved) {
+				return attempt{}, e
+			}
 			err = e
 		case localOnly:
 			return attempt{}, ErrNotLeader
@@ -292,6 +297,9 @@ func (n *Node) complete(c *command, pr *proposal, at attempt, pd *Pending, local
 			}
 			t.Stop()
 			return
+		case statusMoved:
+			pd.err = ErrSessionMoved
+			return
 		case statusNotProposed:
 			if n.mayRetry(c) {
 				next, err := n.submit(n.ctx, c, localOnly)
@@ -351,16 +359,22 @@ func (n *Node) leaderApply(c *command) (raft.ApplyFuture, error) {
 	}
 	cc := *c
 	cc.time = time.Now().UnixMilli()
+	server := originServer(cc.origin)
+	if cc.op != jute.OpCreateSession && cc.session != 0 && !n.sessions.owns(cc.session, server) {
+		return nil, ErrSessionMoved
+	}
 	if cc.op == jute.OpCreateSession {
 		if len(cc.body) != 4 {
 			return nil, fmt.Errorf("%w: createSession proposal body", ErrBadRequest)
 		}
 		timeout := int32(binary.BigEndian.Uint32(cc.body))
+		// The password is the session's only secret: whoever knows id and password can take the
+		// session over, so it comes from the operating system's CSPRNG.
 		passwd := make([]byte, 16)
-		for i := range passwd {
-			passwd[i] = byte(rand.Uint32())
-		}
-		cc.body = createSessionBody(znode.CreateSession{ID: n.newSessionID(), Timeout: timeout, Passwd: passwd})
+		crand.Read(passwd)
+		id := n.newSessionID()
+		n.sessions.claim(id, server)
+		cc.body = createSessionBody(znode.CreateSession{ID: id, Timeout: timeout, Passwd: passwd})
 	}
 	enqueue := min(n.cfg.HoldTimeout, time.Second)
 	return n.raft.ApplyLog(raft.Log{Data: cc.marshal()}, enqueue), nil
@@ -387,4 +401,12 @@ func (n *Node) newSessionID() int64 {
 	}
 	n.lastSID = id
 	return id
+}
+
+// originServer returns the server id part of a command's origin tag ("<server id>/<incarnation>").
+func originServer(origin string) string {
+	if i := strings.LastIndexByte(origin, '/'); i >= 0 {
+		return origin[:i]
+	}
+	return origin
 }

@@ -38,6 +38,7 @@ const (
 	statusNotProposed byte = 1 // nothing was proposed (not leader, not ready, enqueue timeout)
 	statusUnknown     byte = 2 // proposed, outcome unknown
 	statusFailed      byte = 3 // payload is an error message
+	statusMoved       byte = 4 // nothing was proposed: the session is owned by another server
 )
 
 // maxFrame bounds a frame: a jute request is at most about 1 MiB plus our header.
@@ -237,7 +238,11 @@ func (n *Node) serveRPC(conn net.Conn) {
 			}
 			fut, err := n.leaderApply(&c)
 			if err != nil {
-				reply(id, statusNotProposed, []byte(err.Error()))
+				status := statusNotProposed
+				if errors.Is(err, ErrSessionMoved) {
+					status = statusMoved
+				}
+				reply(id, status, []byte(err.Error()))
 				continue
 			}
 			if !n.goTracked(func() {
@@ -294,10 +299,14 @@ func (n *Node) handleRPC(kind byte, payload []byte) (byte, []byte) {
 		return statusOK, closeSessionsBody(unknown)
 	case rpcValidate:
 		id := d.Int64()
+		server := ""
+		if d.Err() == nil && d.Len() > 0 {
+			server = d.String()
+		}
 		if d.Err() != nil {
 			return statusFailed, []byte(d.Err().Error())
 		}
-		ok, err := n.leaderValidate(id)
+		ok, err := n.leaderValidate(id, server)
 		if err != nil {
 			return fail(err)
 		}

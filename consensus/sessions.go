@@ -12,10 +12,17 @@ import (
 // FSM (sessions created and closed) and by touches, but only the leader's copy matters: only the
 // leader expires sessions, and a new leader starts every session with a full timeout. Nothing here
 // is replicated or logged.
+//
+// The leader also records which server each session is attached to (its owner), as ZooKeeper's
+// leader does: a session that reattaches on another server moves there, and a write that still
+// arrives through the old server is refused (ErrSessionMoved), so that server closes the stale
+// connection instead of acting for a client that has moved on. A new leader starts with no owners;
+// the first server to write for or validate a session becomes its owner.
 type sessionTracker struct {
 	mu struct {
 		sync.Mutex
 		sessions map[int64]*liveness
+		owners   map[int64]string // session → server id (leader only)
 	}
 }
 
@@ -28,6 +35,7 @@ type liveness struct {
 func newSessionTracker() *sessionTracker {
 	t := &sessionTracker{}
 	t.mu.sessions = make(map[int64]*liveness)
+	t.mu.owners = make(map[int64]string)
 	return t
 }
 
@@ -49,6 +57,7 @@ func (t *sessionTracker) closed(ids []int64) {
 	defer t.mu.Unlock()
 	for _, id := range ids {
 		delete(t.mu.sessions, id)
+		delete(t.mu.owners, id)
 	}
 }
 
@@ -67,6 +76,26 @@ func (t *sessionTracker) reset(sessions []znode.Session) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.mu.sessions = m
+	t.mu.owners = make(map[int64]string)
+}
+
+// claim makes server the owner of session (a new session, or a reattach validated on server).
+func (t *sessionTracker) claim(session int64, server string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.mu.owners[session] = server
+}
+
+// owns reports whether a write for session may come through server: it may if server owns the
+// session, or if no owner is known yet (then server becomes the owner).
+func (t *sessionTracker) owns(session int64, server string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if o, ok := t.mu.owners[session]; ok {
+		return o == server
+	}
+	t.mu.owners[session] = server
+	return true
 }
 
 // touch extends a live session's deadline by its timeout. It reports false for sessions that are
