@@ -46,7 +46,10 @@
 //     time-based counter, positive, never 0x8000000000000000; and a random 16-byte password).
 //     Touch(ids...) records client pings; touches go to the leader in batches every TickTime/2
 //     and are never logged. ValidateSession(ctx, id) asks the leader before a client reattaches on
-//     another server. Closing a session is a Propose with Op closeSession. Only the leader holds
+//     another server; the leader then records that server as the session's owner, and a write
+//     that still arrives through the old server fails with ErrSessionMoved (nothing proposed) so
+//     that server closes the stale connection, as ZooKeeper does. Closing a session is a Propose
+//     with Op closeSession. Only the leader holds
 //     deadlines; it proposes expiry as one transaction closing the sessions and deleting their
 //     ephemerals; a new leader gives every session a full timeout once its FSM caught up.
 //   - Housekeeping on the leader: every Config.ReapInterval it asks View.ReapCandidates for
