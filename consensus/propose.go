@@ -36,20 +36,35 @@ type Pending struct {
 	res  znode.Result
 	cmd  *command // the applied entry (CreateSession reads the leader's id and password from it)
 	err  error
+	// delivered is closed by this node's FSM when it applied the entry (nil if never submitted);
+	// from then on the outcome is *pr.res, whatever the settling goroutine still waits for.
+	delivered <-chan struct{}
+	pr        *proposal
 }
 
-// Done is closed when the outcome is known.
+// Done is closed when the settling of the proposal is finished. Wait may return earlier: as
+// soon as this node applied the entry.
 func (p *Pending) Done() <-chan struct{} { return p.done }
 
 // Wait returns the result once this node's own FSM applied the entry (the apply hook has run for
 // it), or an error. A ctx that ends first yields ErrUnknownOutcome: the write may still commit.
 // A domain failure (NoNode, BadVersion, ...) is not an error here: it is in Result.Err.
 func (p *Pending) Wait(ctx context.Context) (znode.Result, error) {
+	res, _, err := p.wait(ctx)
+	return res, err
+}
+
+// wait is Wait that also returns the applied command. The local apply is the fast path: it
+// answers without waiting for the raft future and the settling goroutine (two goroutine hand-offs
+// fewer per write); an entry applied here has exactly the result delivered with it.
+func (p *Pending) wait(ctx context.Context) (znode.Result, *command, error) {
 	select {
+	case <-p.delivered:
+		return *p.pr.res, p.pr.cmd, nil
 	case <-p.done:
-		return p.res, p.err
+		return p.res, p.cmd, p.err
 	case <-ctx.Done():
-		return znode.Result{}, fmt.Errorf("%w: %w", ErrUnknownOutcome, ctx.Err())
+		return znode.Result{}, nil, fmt.Errorf("%w: %w", ErrUnknownOutcome, ctx.Err())
 	}
 }
 
@@ -113,14 +128,14 @@ func (n *Node) CreateSession(ctx context.Context, timeoutMs int32) (znode.Sessio
 	if err != nil {
 		return znode.Session{}, err
 	}
-	res, err := pd.Wait(ctx)
+	res, cmd, err := pd.wait(ctx)
 	if err != nil {
 		return znode.Session{}, err
 	}
 	if res.Err != nil {
 		return znode.Session{}, fmt.Errorf("consensus: create session: %w", res.Err)
 	}
-	req, err := txnRequest(jute.OpCreateSession, pd.cmd.body)
+	req, err := txnRequest(jute.OpCreateSession, cmd.body)
 	if err != nil {
 		return znode.Session{}, err
 	}
@@ -161,7 +176,7 @@ func (n *Node) start(ctx context.Context, c *command, localOnly bool) (*Pending,
 		return nil, err
 	}
 	n.stats.proposed.Add(1)
-	pd := &Pending{done: make(chan struct{})}
+	pd := &Pending{done: make(chan struct{}), delivered: pr.delivered, pr: pr}
 	if !n.goTracked(func() { n.complete(c, pr, at, pd, localOnly, restored) }) {
 		n.settle(c)
 		pd.err = ErrUnknownOutcome
