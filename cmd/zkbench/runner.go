@@ -130,6 +130,9 @@ func errorKind(err error) string {
 	if errors.Is(err, errClosed) {
 		return "connection closed"
 	}
+	if errors.Is(err, errNoCloseReply) {
+		return "closeSession unanswered: the server closed the connection first"
+	}
 	if errors.Is(err, errConnLost) {
 		return "connection lost (" + strings.TrimPrefix(err.Error(), errConnLost.Error()+": ") + ")"
 	}
