@@ -36,6 +36,9 @@ type conn struct {
 	timeout atomic.Int32
 	auth    atomic.Pointer[[]jute.Id]
 	closed  atomic.Bool
+	// closingSession is set once the client sent closeSession: the executor answers it and
+	// closes the connection itself, so housekeeping must not drop it (and its reply) first.
+	closingSession atomic.Bool
 	// flw marks a connection that sent a four-letter word; cons and stat leave it out, so their
 	// output lists client sessions only (go-zookeeper's FLWCons cannot parse a sessionless line).
 	flw     atomic.Bool

@@ -90,6 +90,7 @@ func (c *conn) admit(ctx context.Context, frame []byte) bool {
 		if !c.awaitReads() {
 			return false
 		}
+		c.closingSession.Store(true)
 		p, err := s.backend.Start(ctx, sid, r.auth, jute.OpCloseSession, nil)
 		if err != nil {
 			c.abort(err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -370,5 +371,50 @@ func TestPipelinedReadsSeeExactlyEarlierWrites(t *testing.T) {
 				t.Fatalf("round %d: read %d saw %q; want %q (the write just before it)", round, i, gd.Data, want)
 			}
 		}
+	}
+}
+
+// TestCloseSessionAlwaysAnswered closes many sessions at once: every closeSession gets its reply
+// before the socket closes, even when the server's housekeeping notices the closed session first.
+func TestCloseSessionAlwaysAnswered(t *testing.T) {
+	s := zkdtest.Start(t, zkdtest.WithConfig(func(c *server.Config) { c.TickTime = 20 * time.Millisecond }))
+	const workers, each = 8, 40
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for range workers {
+		wg.Go(func() {
+			for range each {
+				r, err := conformance.DialRaw(s.Addr(), 5*time.Second)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if err := r.NewSession(10000); err != nil {
+					_ = r.Close()
+					errs <- err
+					return
+				}
+				if err := r.Send(1, jute.OpCloseSession, nil); err != nil {
+					_ = r.Close()
+					errs <- err
+					return
+				}
+				got, err := r.ReadUntilClosed(5 * time.Second)
+				_ = r.Close()
+				if err != nil {
+					errs <- err
+					return
+				}
+				if len(got) != 1 || got[0].Header.Xid != 1 || got[0].Header.Err != 0 {
+					errs <- fmt.Errorf("closeSession of 0x%x: got %d replies %+v; want exactly its reply", r.Session.SessionID, len(got), got)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }

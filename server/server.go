@@ -336,6 +336,9 @@ func (s *Server) housekeeping() {
 		s.mu.Lock()
 		var gone []*conn
 		for sid, c := range s.mu.sessions {
+			if c.closingSession.Load() {
+				continue // its executor replies to closeSession, then closes it
+			}
 			if _, ok := v.Session(sid); !ok {
 				gone = append(gone, c)
 			}
