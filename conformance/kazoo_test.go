@@ -1,0 +1,50 @@
+package conformance
+
+import (
+	"context"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// kazooPython finds a python3 that imports kazoo (Debian's python3-kazoo installs into the system
+// interpreter, which a PATH python3 such as pyenv's may not be), or returns why there is none.
+func kazooPython() (string, string) {
+	for _, py := range []string{"/usr/bin/python3", "python3"} {
+		path, err := exec.LookPath(py)
+		if err != nil {
+			continue
+		}
+		if exec.Command(path, "-c", "import kazoo.recipe.lock, kazoo.recipe.election").Run() == nil {
+			return path, ""
+		}
+	}
+	return "", "no python3 with kazoo (install python3-kazoo)"
+}
+
+// TestKazooRecipes runs testdata/kazoo_recipes.py, which drives kazoo's Lock, ReadLock, WriteLock,
+// Semaphore and Election recipes with two contending clients, against every target.
+func TestKazooRecipes(t *testing.T) {
+	py, why := kazooPython()
+	runChecks(t, "kazoo", []check{
+		{"lock_rwlock_semaphore_election", func(t *testing.T, e *env) {
+			if py == "" {
+				t.Skip(why)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, py, "testdata/kazoo_recipes.py", strings.Join(e.tg.Addrs, ","), e.p("recipes"))
+			out, err := cmd.CombinedOutput()
+			lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+			if err != nil || lines[len(lines)-1] != "ok" {
+				t.Fatalf("kazoo recipes (%v):\n%s", err, out)
+			}
+			for _, want := range []string{"lock:", "rwlock:", "semaphore:", "election:"} {
+				if !strings.Contains(string(out), "\n"+want) && !strings.HasPrefix(string(out), want) {
+					t.Fatalf("kazoo recipes output lacks the %q step:\n%s", want, out)
+				}
+			}
+		}},
+	})
+}
