@@ -27,10 +27,12 @@ test-consensus-long:
 test-short:
 	$(GO) test -short -count=1 $(PKGS)
 
-## test-zookeeper: the black-box suites against real Apache ZooKeeper as well (the oracle): recipes on a
-## real ZooKeeper, conformance on a real 3-server ensemble too (needs Debian's zookeeper package)
+## test-zookeeper: the black-box suites against real Apache ZooKeeper as well (the oracle): recipes and
+## the zkbench smoke on a real ZooKeeper, conformance on a real 3-server ensemble too (needs Debian's
+## zookeeper package)
 test-zookeeper:
 	RECIPES_TARGET=zookeeper $(GO) test -race -count=1 -timeout 20m ./recipes/
+	ZKBENCH_TARGET=zookeeper $(GO) test -race -count=1 -timeout 10m ./cmd/zkbench/
 	CONFORMANCE_ZK_ENSEMBLE=1 $(GO) test -race -count=1 -timeout 20m ./conformance/...
 
 ## run: run zkd standalone with embedded defaults (./data, port 2181)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/zkd-io/zkd/internal/zktest"
 	"github.com/zkd-io/zkd/jute"
+	zkdserver "github.com/zkd-io/zkd/server"
 )
 
 // target is the address list every test here runs against: $ZKBENCH_ADDR if set (for example a
@@ -39,6 +40,31 @@ func TestMain(m *testing.M) {
 func runTests(m *testing.M) int {
 	if a := os.Getenv("ZKBENCH_ADDR"); a != "" {
 		target = splitAddrs(a)
+		return m.Run()
+	}
+	if os.Getenv("ZKBENCH_TARGET") != "zookeeper" {
+		// The default: the smoke runs against an in-process zkd (durable on a temp dir, like the
+		// binary), so CI keeps the tool working against the server it exists to measure.
+		dir, err := os.MkdirTemp("", "zkbench-zkd-")
+		if err != nil {
+			targetErr = err
+			return m.Run()
+		}
+		defer func() { _ = os.RemoveAll(dir) }()
+		s, err := zkdserver.Start(zkdserver.Config{Dir: dir, TickTime: 2 * time.Second, MaxClientConns: -1})
+		if err != nil {
+			targetErr = err
+			return m.Run()
+		}
+		defer func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = s.Shutdown(ctx)
+		}()
+		target = []string{s.Addr()}
+		if err := waitServing(context.Background(), target[0], 30*time.Second); err != nil {
+			targetErr = err
+		}
 		return m.Run()
 	}
 	dir, err := os.MkdirTemp("", "zkbench-test-")
