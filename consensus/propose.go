@@ -291,6 +291,14 @@ func (n *Node) complete(c *command, pr *proposal, at attempt, pd *Pending, local
 		}
 		switch status {
 		case statusOK:
+			// The FSM delivers before raft answers the future, so on the leader the result is
+			// almost always here already: take it without arming the apply timer.
+			select {
+			case <-pr.delivered:
+				pd.res, pd.cmd = *pr.res, pr.cmd
+				return
+			default:
+			}
 			t := time.NewTimer(n.cfg.ApplyTimeout)
 			select {
 			case <-pr.delivered:
