@@ -22,6 +22,9 @@ type Capabilities struct {
 	// AllFourLetterWords reports that every four-letter word is whitelisted
 	// (4lw.commands.whitelist=*); without it only srvr is assumed.
 	AllFourLetterWords bool
+	// FastReap reports that the server reaps empty containers and expired TTL nodes within a few
+	// seconds (ZooKeeper's znode.container.checkIntervalMs shortened from its 60 s default).
+	FastReap bool
 }
 
 // Target is a server (or ensemble) the suite runs against.
@@ -43,7 +46,8 @@ type Target struct {
 func (t *Target) Standalone() bool { return len(t.Addrs) == 1 }
 
 // ParseCapabilities parses a comma-separated capability list: "ttl", "reconfig", "4lw" (all four
-// letter words) and "super=user:password".
+// letter words), "fastreap" (containers and TTL nodes reaped within seconds) and
+// "super=user:password".
 func ParseCapabilities(s string) (Capabilities, error) {
 	var c Capabilities
 	for f := range strings.SplitSeq(s, ",") {
@@ -56,6 +60,8 @@ func ParseCapabilities(s string) (Capabilities, error) {
 			c.Reconfig = true
 		case f == "4lw":
 			c.AllFourLetterWords = true
+		case f == "fastreap":
+			c.FastReap = true
 		case strings.HasPrefix(f, "super="):
 			c.SuperAuth = strings.TrimPrefix(f, "super=")
 		default:

@@ -34,15 +34,13 @@ type suite struct {
 // theSuite is written once in TestMain before any test runs and only read afterwards.
 var theSuite suite
 
-// inProcessTargets starts the in-process zkd targets: a standalone server and a 3-node cluster on
-// 127.0.0.1:0, in memory, configured like a stock ZooKeeper (tickTime 2s, so sessions negotiate
-// 4s..40s) with the switches the suite can check turned on: every four-letter word, TTL nodes, a
-// super digest, and reconfig on the cluster. CONFORMANCE_ZKD=0 leaves them out (to run only
-// against CONFORMANCE_ADDR or the real ZooKeeper).
-func inProcessTargets() (targets []*Target, stop func(), err error) {
-	if os.Getenv("CONFORMANCE_ZKD") == "0" {
-		return nil, func() {}, nil
-	}
+// reapInterval is how often the in-process zkd targets reap empty containers and expired TTL
+// nodes: short, so the reaping checks see it happen (ZooKeeper's default is 60 s).
+const reapInterval = 500 * time.Millisecond
+
+// zkdConfig is the configuration of the in-process zkd targets and the capabilities it gives:
+// every four-letter word, TTL nodes, a super digest and reaping every reapInterval.
+func zkdConfig() (server.Config, Capabilities) {
 	const superUser, superPassword = "super", "conformance-secret"
 	sum := sha1.Sum([]byte(superUser + ":" + superPassword))
 	cfg := server.Config{
@@ -52,7 +50,22 @@ func inProcessTargets() (targets []*Target, stop func(), err error) {
 		ExtendedTypesEnabled: true,
 		SuperDigest:          superUser + ":" + base64.StdEncoding.EncodeToString(sum[:]),
 	}
-	caps := Capabilities{TTL: true, SuperAuth: superUser + ":" + superPassword, AllFourLetterWords: true}
+	cfg.Consensus.ReapInterval = reapInterval
+	caps := Capabilities{TTL: true, SuperAuth: superUser + ":" + superPassword, AllFourLetterWords: true,
+		FastReap: true}
+	return cfg, caps
+}
+
+// inProcessTargets starts the in-process zkd targets: a standalone server and a 3-node cluster on
+// 127.0.0.1:0, in memory, configured like a stock ZooKeeper (tickTime 2s, so sessions negotiate
+// 4s..40s) with the switches the suite can check turned on: every four-letter word, TTL nodes, a
+// super digest, and reconfig on the cluster. CONFORMANCE_ZKD=0 leaves them out (to run only
+// against CONFORMANCE_ADDR or the real ZooKeeper).
+func inProcessTargets() (targets []*Target, stop func(), err error) {
+	if os.Getenv("CONFORMANCE_ZKD") == "0" {
+		return nil, func() {}, nil
+	}
+	cfg, caps := zkdConfig()
 
 	var stops []func()
 	stop = func() {
