@@ -10,11 +10,20 @@
 // The suite runs against every Target in the list the tests build:
 //
 //   - CONFORMANCE_ADDR=host:port[,host:port...] runs it against any running server;
-//     CONFORMANCE_CAPS=ttl,reconfig,super=user:password declares the server-side switches it has on.
+//     CONFORMANCE_CAPS=ttl,reconfig,4lw,fastreap,super=user:password declares the server-side
+//     switches it has on (fastreap: empty containers and expired TTL nodes are reaped within seconds).
 //   - otherwise a real standalone ZooKeeper is started on loopback (internal/zktest) when one is
 //     installed, and with CONFORMANCE_ZK_ENSEMBLE=1 a real 3-server ensemble as well;
 //   - the in-process zkd targets (standalone and a 3-node cluster) plug into inProcessTargets
 //     in targets_test.go.
+//
+// # Interop and cluster checks
+//
+// TestKazooRecipes runs testdata/kazoo_recipes.py (Debian's python3-kazoo) against every target: two
+// kazoo clients contend for Lock, ReadLock/WriteLock, Semaphore and Election; it skips when no
+// python3 imports kazoo. TestClusterFailover starts a 3-node zkd cluster of its own and closes its
+// leader in the middle of a session's work; it runs only in the zkd-cluster row. TestReaping needs
+// the fastreap capability (the in-process zkd targets reap every reapInterval).
 //
 // # Naming
 //
