@@ -51,6 +51,10 @@ func zkdConfig() (server.Config, Capabilities) {
 		SuperDigest:          superUser + ":" + base64.StdEncoding.EncodeToString(sum[:]),
 	}
 	cfg.Consensus.ReapInterval = reapInterval
+	// The suite checks semantics, not failover speed: a loose heartbeat keeps a loaded CI machine
+	// (the race detector, other packages' tests, real ZooKeeper JVMs) from causing false elections
+	// in the shared cluster target, which would show up as connection losses in unrelated checks.
+	cfg.Consensus.HeartbeatTimeout = time.Second
 	caps := Capabilities{TTL: true, SuperAuth: superUser + ":" + superPassword, AllFourLetterWords: true,
 		FastReap: true}
 	return cfg, caps
