@@ -91,7 +91,7 @@ func render(results []result) string {
 	}
 	slices.Sort(rows)
 	var b strings.Builder
-	b.WriteString("# Compatibility matrix\n\nGenerated from `go test -json ./conformance/...` by `conformance/matrix`; do not edit by hand.\n\n")
+	b.WriteString("# Compatibility matrix\n\nGenerated from `go test -json ./conformance/...` by `conformance/matrix`; do not edit by hand.\n\nThe differences from Apache ZooKeeper that remain, each with its reason, are listed in\n[differences.md](differences.md).\n\n")
 	for _, tg := range targets {
 		fmt.Fprintf(&b, "- %s: %d pass, %d fail, %d skip\n", tg, totals[tg]["pass"], totals[tg]["fail"], totals[tg]["skip"])
 	}
