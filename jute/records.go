@@ -43,6 +43,7 @@ func (r *ReplyHeader) Decode(d *Decoder) {
 }
 
 // Id is an identity: a scheme and an id within it.
+//
 //lint:ignore ST1003 named after ZooKeeper's jute record Id, which every client's sources use
 type Id struct {
 	Scheme string
