@@ -134,17 +134,26 @@ func TestCluster(t *testing.T) {
 			must(t, "reattach on another server", err)
 			_, err = b.Do(jute.OpCreate, &jute.CreateRequest{Path: e.p("moved"), ACL: openACL()}, &jute.CreateResponse{})
 			must(t, "write on the new server", err)
-			_ = a.Send(a.NextXid(), jute.OpCreate, &jute.CreateRequest{Path: e.p("stale"), ACL: openACL()})
+			xid := a.NextXid()
+			_ = a.Send(xid, jute.OpCreate, &jute.CreateRequest{Path: e.p("stale"), ACL: openACL()})
 			got, err := a.ReadUntilClosed(waitTimeout)
-			if err != nil {
-				t.Fatalf("old connection after the session moved: %v", err)
-			}
+			// What every server must do: never act for the session through its old connection.
 			for _, rep := range got {
-				if rep.Header.Err == 0 {
+				if rep.Header.Xid == xid && rep.Header.Err == 0 {
 					t.Fatalf("old connection got a successful reply %+v after the session moved", rep.Header)
 				}
 			}
-			e.seen("old connection after a move: %d replies before the close", len(got))
+			if err == nil {
+				e.seen("old connection after a move: %d replies before the close", len(got))
+				return
+			}
+			// zkd refuses the write and closes the connection (SessionMoved). Real ZooKeeper 3.8
+			// usually does the same, but in CI an ensemble once kept the connection open past
+			// the timeout with the write unanswered, so only zkd is held to the close.
+			if strings.HasPrefix(e.tg.Name, "zkd") {
+				t.Fatalf("old connection after the session moved: %v", err)
+			}
+			e.seen("old connection after a move stayed open (%v) with %d replies, none a success", err, len(got))
 		}},
 		{"watch_on_one_server_fires_for_a_write_on_another", func(t *testing.T, e *env) {
 			needCluster(t, e)
