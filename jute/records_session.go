@@ -262,26 +262,34 @@ func (r *SetSASLResponse) Decode(d *Decoder) {
 	r.Token = d.Buffer()
 }
 
-func encodeACLs(e *Encoder, v []ACL) {
+// recordPtr is a pointer to a record value, so vectors of records can be stored as []T.
+type recordPtr[T any] interface {
+	*T
+	Record
+}
+
+// encodeVector appends a vector of records; nil is written as a null vector (count -1).
+func encodeVector[T any, P recordPtr[T]](e *Encoder, v []T) {
 	if v == nil {
 		e.Int32(-1)
 		return
 	}
 	e.Int32(int32(len(v)))
 	for i := range v {
-		v[i].Encode(e)
+		P(&v[i]).Encode(e)
 	}
 }
 
-// decodeACLs reads a vector of ACL entries (each at least 12 bytes).
-func decodeACLs(d *Decoder) []ACL {
-	n := d.VectorLen(12)
+// decodeVector reads a vector of records, each at least minElem bytes on the wire (the count is
+// checked against the bytes left before anything is allocated). A null vector gives nil.
+func decodeVector[T any, P recordPtr[T]](d *Decoder, minElem int) []T {
+	n := d.VectorLen(minElem)
 	if d.Err() != nil || n < 0 {
 		return nil
 	}
-	v := make([]ACL, n)
+	v := make([]T, n)
 	for i := range v {
-		v[i].Decode(d)
+		P(&v[i]).Decode(d)
 	}
 	if d.Err() != nil {
 		return nil
@@ -289,29 +297,12 @@ func decodeACLs(d *Decoder) []ACL {
 	return v
 }
 
-func encodeClientInfos(e *Encoder, v []ClientInfo) {
-	if v == nil {
-		e.Int32(-1)
-		return
-	}
-	e.Int32(int32(len(v)))
-	for i := range v {
-		v[i].Encode(e)
-	}
-}
+func encodeACLs(e *Encoder, v []ACL) { encodeVector(e, v) }
 
-// decodeClientInfos reads a vector of ClientInfo (each at least 8 bytes).
-func decodeClientInfos(d *Decoder) []ClientInfo {
-	n := d.VectorLen(8)
-	if d.Err() != nil || n < 0 {
-		return nil
-	}
-	v := make([]ClientInfo, n)
-	for i := range v {
-		v[i].Decode(d)
-	}
-	if d.Err() != nil {
-		return nil
-	}
-	return v
-}
+// decodeACLs reads a vector of ACL entries (each at least 12 bytes: perms and two lengths).
+func decodeACLs(d *Decoder) []ACL { return decodeVector[ACL](d, 12) }
+
+func encodeClientInfos(e *Encoder, v []ClientInfo) { encodeVector(e, v) }
+
+// decodeClientInfos reads a vector of ClientInfo (each at least 8 bytes: two lengths).
+func decodeClientInfos(d *Decoder) []ClientInfo { return decodeVector[ClientInfo](d, 8) }
