@@ -248,6 +248,9 @@ func TestFollowerCatchesUpBySnapshot(t *testing.T) {
 	c := newCluster(t, 3, false, func(cfg *Config) {
 		cfg.SnapshotThreshold = 100
 		cfg.TrailingLogs = 20
+		// Small segments, so truncation after the snapshot really deletes the early entries
+		// (the WAL drops whole segments and still serves what a kept segment holds).
+		cfg.walSegmentSize = 4 << 10
 		id := cfg.ID
 		cfg.OnRestore = func(zxid int64) { restored.Store(id, zxid) }
 	})

@@ -23,10 +23,17 @@ type Peer struct {
 type Config struct {
 	// ID is this server's stable Raft server id. Required.
 	ID string
-	// Dir is the data directory. Raft's log and stable store live in Dir/raft/raft.db (bbolt) and
-	// snapshots in Dir/raft/snapshots. Empty means in-memory stores: nothing survives Shutdown
-	// (tests and embedding only).
+	// Dir is the data directory. Raft's log and stable store live in Dir/raft/wal (or
+	// Dir/raft/raft.db, see LogStore) and snapshots in Dir/raft/snapshots. Empty means in-memory
+	// stores: nothing survives Shutdown (tests and embedding only).
 	Dir string
+	// LogStore is the on-disk format of the log when Dir is set. Empty means LogStoreWAL; a
+	// directory that holds only a bolt store is migrated to the WAL on open. LogStoreBolt keeps
+	// (or creates) the bolt store.
+	LogStore LogStore
+	// walSegmentSize overrides raft-wal's segment size (64 MiB) in tests that need log
+	// truncation to delete whole segments after a few entries.
+	walSegmentSize int
 
 	// Listener is the peer listener, already bound. Nil means Network.Listen(Addr).
 	Listener net.Listener
@@ -139,6 +146,9 @@ func (c Config) withDefaults() Config {
 	if c.TrailingLogs == 0 {
 		c.TrailingLogs = 10240
 	}
+	if c.LogStore == "" {
+		c.LogStore = LogStoreWAL
+	}
 	if c.SnapshotRetain == 0 {
 		c.SnapshotRetain = 2
 	}
@@ -177,6 +187,8 @@ func (c Config) Validate() error {
 		return errors.New("consensus: config: LeaderLeaseTimeout must be in [5ms, HeartbeatTimeout]")
 	case c.CommitTimeout < time.Millisecond:
 		return errors.New("consensus: config: CommitTimeout must be at least 1ms")
+	case c.LogStore != LogStoreWAL && c.LogStore != LogStoreBolt:
+		return fmt.Errorf("consensus: config: unknown LogStore %q", c.LogStore)
 	case c.SnapshotRetain < 1:
 		return errors.New("consensus: config: SnapshotRetain must be positive")
 	case c.MaxOutstanding < 1:

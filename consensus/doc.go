@@ -85,9 +85,13 @@
 //
 // # Storage and timing
 //
-// Dir/raft/raft.db is the bbolt log and stable store (NoFreelistSync and the map freelist: the
-// defaults made appends about 10x slower after a burst was truncated), behind a 512-entry log
-// cache; every append is fsynced. Dir/raft/snapshots holds FileSnapshotStore snapshots (2 kept).
+// Dir/raft/wal holds the log and stable store (hashicorp/raft-wal: segment files, one fsync per
+// append batch; its metadata in a small bbolt file), behind a 512-entry log cache; every append
+// is fsynced before anything is acknowledged. Dir/raft/LOCK is flocked while a Node runs.
+// LogStoreBolt selects raft-boltdb/v2 in Dir/raft/raft.db instead (NoFreelistSync and the map
+// freelist: the defaults made appends about 10x slower after a burst was truncated); a directory
+// holding only raft.db is migrated to the WAL by default. Dir/raft/snapshots holds
+// FileSnapshotStore snapshots (2 kept).
 // A snapshot is taken every SnapshotThreshold entries (100k by default, ZooKeeper's snapCount, not
 // Raft's 8192) from an O(1) znode.View and written in the background while applies continue.
 // hashicorp/raft is pinned at v1.7.3 because v1.8.0 does not build with raft-boltdb/v2 v2.3.1

@@ -16,8 +16,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	"go.etcd.io/bbolt"
 
 	"github.com/zkd-io/zkd/znode"
 )
@@ -56,7 +54,7 @@ type Node struct {
 	layer  *streamLayer
 	ln     net.Listener
 	logs   raft.LogStore
-	bolt   *raftboltdb.BoltStore // nil in memory
+	store  io.Closer // the durable log and stable store; nil in memory
 	notify chan bool
 
 	seq     atomic.Uint64
@@ -170,18 +168,18 @@ func (n *Node) open() error {
 		if err := os.MkdirAll(dir, 0o750); err != nil {
 			return fmt.Errorf("consensus: data dir: %w", err)
 		}
-		bolt, err := raftboltdb.New(raftboltdb.Options{
-			Path: filepath.Join(dir, "raft.db"),
-			// The freelist settings keep appends fast after a burst is truncated (the reference
-			// measured 10x slower appends with bbolt's defaults).
-			BoltOptions: &bbolt.Options{Timeout: time.Second, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType},
-		})
+		lock, err := lockDir(dir)
 		if err != nil {
-			return fmt.Errorf("consensus: open log store: %w", err)
+			return err
 		}
-		n.bolt = bolt
-		stable = bolt
-		if logs, err = raft.NewLogCache(512, bolt); err != nil {
+		durable, st, closer, err := openLogStore(dir, cfg.LogStore, cfg.walSegmentSize, hl)
+		if err != nil {
+			lock.Close()
+			return err
+		}
+		n.store = storeCloser{store: closer, lock: lock}
+		stable = st
+		if logs, err = raft.NewLogCache(512, durable); err != nil {
 			return fmt.Errorf("consensus: log cache: %w", err)
 		}
 		fss, err := raft.NewFileSnapshotStoreWithLogger(dir, cfg.SnapshotRetain, hl.Named("snapshots"))
@@ -386,8 +384,8 @@ func (n *Node) Shutdown() error {
 	n.closeResources()
 	n.wg.Wait()
 	n.fsm.applied.close()
-	if n.bolt != nil {
-		if err := n.bolt.Close(); err != nil {
+	if n.store != nil {
+		if err := n.store.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("consensus: close log store: %w", err))
 		}
 	}
@@ -423,7 +421,7 @@ func (n *Node) closeResources() {
 	for _, c := range clients {
 		c.close()
 	}
-	if n.raft == nil && n.bolt != nil {
-		n.bolt.Close()
+	if n.raft == nil && n.store != nil {
+		n.store.Close()
 	}
 }

@@ -1,0 +1,204 @@
+package consensus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	wal "github.com/hashicorp/raft-wal"
+	"github.com/hashicorp/raft-wal/metadb"
+	"github.com/hashicorp/raft-wal/migrate"
+	"go.etcd.io/bbolt"
+)
+
+// LogStore names the on-disk format of Raft's log and stable store.
+type LogStore string
+
+const (
+	// LogStoreWAL is the default: hashicorp/raft-wal segment files in Dir/raft/wal, one fsync
+	// per append batch and a compact binary entry codec.
+	LogStoreWAL LogStore = "wal"
+	// LogStoreBolt is raft-boltdb/v2 on bbolt in Dir/raft/raft.db: two fsyncs per append batch
+	// (data pages, then the meta page) and msgpack-encoded entries.
+	LogStoreBolt LogStore = "bolt"
+)
+
+const (
+	walDirName  = "wal"
+	boltName    = "raft.db"
+	migratedExt = ".migrated"
+)
+
+// openLogStore opens (creating if needed) the durable log and stable store under dir. A data
+// directory that still holds only a bbolt store is migrated to the WAL when kind is LogStoreWAL:
+// entries and stable keys are copied into a fresh WAL in a temporary directory, which is renamed
+// into place only once complete, so a crash during the copy leaves the bbolt store in charge.
+func openLogStore(dir string, kind LogStore, segmentSize int, hl hclog.Logger) (raft.LogStore, raft.StableStore, io.Closer, error) {
+	boltPath := filepath.Join(dir, boltName)
+	walDir := filepath.Join(dir, walDirName)
+	switch kind {
+	case LogStoreBolt:
+		if exists(walDir) {
+			return nil, nil, nil, fmt.Errorf("consensus: %s holds a WAL log store; it cannot be opened as %q", dir, kind)
+		}
+		b, err := openBolt(boltPath)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		return b, b, b, nil
+	case LogStoreWAL:
+		if !exists(walDir) && exists(boltPath) {
+			if err := migrateBolt(boltPath, walDir, segmentSize, hl); err != nil {
+				return nil, nil, nil, err
+			}
+		}
+		w, err := openWAL(walDir, segmentSize, hl)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		return w, w, w, nil
+	}
+	return nil, nil, nil, fmt.Errorf("consensus: unknown log store %q", kind)
+}
+
+func openBolt(path string) (*raftboltdb.BoltStore, error) {
+	b, err := raftboltdb.New(raftboltdb.Options{
+		Path: path,
+		// The freelist settings keep appends fast after a burst is truncated (the reference
+		// measured 10x slower appends with bbolt's defaults).
+		BoltOptions: &bbolt.Options{Timeout: time.Second, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("consensus: open bolt log store: %w", err)
+	}
+	return b, nil
+}
+
+// walStore is a raft-wal WAL that also closes its metadata database: WAL.Close (v0.4.0) leaves
+// the bbolt file open and locked, so reopening the directory in the same process would block.
+type walStore struct {
+	*wal.WAL
+	meta *metadb.BoltMetaDB
+}
+
+func (w *walStore) Close() error {
+	return errors.Join(w.WAL.Close(), w.meta.Close())
+}
+
+func openWAL(dir string, segmentSize int, hl hclog.Logger) (*walStore, error) {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, fmt.Errorf("consensus: wal dir: %w", err)
+	}
+	meta := &metadb.BoltMetaDB{}
+	size := wal.DefaultSegmentSize
+	if segmentSize > 0 {
+		size = segmentSize
+	}
+	w, err := wal.Open(dir, wal.WithLogger(hl.Named("wal")), wal.WithMetaStore(meta), wal.WithSegmentSize(size))
+	if err != nil {
+		meta.Close()
+		return nil, fmt.Errorf("consensus: open wal log store: %w", err)
+	}
+	return &walStore{WAL: w, meta: meta}, nil
+}
+
+// copyStable copies the keys hashicorp/raft v1.7 keeps in its StableStore (CurrentTerm and
+// LastVoteTerm as uint64, LastVoteCand as bytes). A key the source never had is skipped;
+// migrate.CopyStable would fail on it (a node that never voted has no LastVoteCand).
+func copyStable(dst, src raft.StableStore) error {
+	for _, k := range []string{"CurrentTerm", "LastVoteTerm"} {
+		v, err := src.GetUint64([]byte(k))
+		if errors.Is(err, raftboltdb.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("read %s: %w", k, err)
+		}
+		if err := dst.SetUint64([]byte(k), v); err != nil {
+			return fmt.Errorf("write %s: %w", k, err)
+		}
+	}
+	v, err := src.Get([]byte("LastVoteCand"))
+	if errors.Is(err, raftboltdb.ErrKeyNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read LastVoteCand: %w", err)
+	}
+	if err := dst.Set([]byte("LastVoteCand"), v); err != nil {
+		return fmt.Errorf("write LastVoteCand: %w", err)
+	}
+	return nil
+}
+
+func migrateBolt(boltPath, walDir string, segmentSize int, hl hclog.Logger) error {
+	src, err := openBolt(boltPath)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	tmp := walDir + ".tmp"
+	if err := os.RemoveAll(tmp); err != nil {
+		return fmt.Errorf("consensus: migrate: %w", err)
+	}
+	dst, err := openWAL(tmp, segmentSize, hl)
+	if err != nil {
+		return err
+	}
+	err = errors.Join(migrate.CopyLogs(context.Background(), dst, src, 4<<20, nil), copyStable(dst, src))
+	if cerr := dst.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("consensus: migrate %s to a WAL: %w", boltPath, err)
+	}
+	if err := syncDir(tmp); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, walDir); err != nil {
+		return fmt.Errorf("consensus: migrate: %w", err)
+	}
+	if err := syncDir(filepath.Dir(walDir)); err != nil {
+		return err
+	}
+	// The WAL is in charge from here; keep the old store beside it for the operator.
+	if err := os.Rename(boltPath, boltPath+migratedExt); err != nil {
+		return fmt.Errorf("consensus: migrate: %w", err)
+	}
+	hl.Info("migrated the bolt log store to a WAL", "from", boltPath, "to", walDir)
+	return nil
+}
+
+// storeCloser closes the log store, then releases the data directory lock.
+type storeCloser struct {
+	store io.Closer
+	lock  io.Closer
+}
+
+func (c storeCloser) Close() error {
+	return errors.Join(c.store.Close(), c.lock.Close())
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("consensus: sync dir: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("consensus: sync dir %s: %w", dir, err)
+	}
+	return nil
+}

@@ -1,0 +1,115 @@
+package consensus
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zkd-io/zkd/jute"
+)
+
+// TestBoltStoreMigratesToWAL starts a node on the bolt store, writes past a snapshot, then
+// restarts it with the default store: the log moves into a WAL, the bolt file is set aside, and
+// the state, the term and new writes all carry on. A leftover temporary directory from a crashed
+// migration is replaced, not trusted.
+func TestBoltStoreMigratesToWAL(t *testing.T) {
+	kind := LogStoreBolt
+	c := newCluster(t, 1, false, func(cfg *Config) {
+		cfg.LogStore = kind
+		cfg.SnapshotThreshold = 40
+		cfg.TrailingLogs = 10
+	})
+	n := c.leader()
+	ctx := ctxT(t, 30*time.Second)
+	for i := range 100 {
+		res, err := n.Propose(ctx, createReq(fmt.Sprintf("/m%03d", i), []byte{byte(i)}, jute.ModePersistent))
+		if err != nil || res.Err != nil {
+			t.Fatalf("create %d: %v %v", i, err, res.Err)
+		}
+		if i == 50 {
+			if err := n.Snapshot(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	term := n.raft.CurrentTerm()
+	before := snapshotBytes(t, n)
+	c.stop("n1")
+
+	dir := filepath.Join(c.dirs["n1"], "raft")
+	if _, err := os.Stat(filepath.Join(dir, walDirName)); err == nil {
+		t.Fatal("the bolt store wrote a WAL directory")
+	}
+	junk := filepath.Join(dir, walDirName+".tmp")
+	if err := os.MkdirAll(junk, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(junk, "wal-meta.db"), []byte("torn"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	kind = ""
+	c.start("n1")
+	n = c.leader()
+	if err := n.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := n.raft.CurrentTerm(); got < term {
+		t.Fatalf("term after migration = %d; want >= %d", got, term)
+	}
+	if after := snapshotBytes(t, n); !bytes.Equal(before, after) {
+		t.Fatalf("state after migration differs (%d vs %d bytes)", len(after), len(before))
+	}
+	for _, name := range []string{walDirName, boltName + migratedExt} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			t.Fatalf("after migration: %v", err)
+		}
+	}
+	for _, name := range []string{boltName, walDirName + ".tmp"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+			t.Fatalf("after migration %s is still there", name)
+		}
+	}
+	if res, err := n.Propose(ctx, createReq("/after", nil, jute.ModePersistent)); err != nil || res.Err != nil {
+		t.Fatalf("write after migration: %v %v", err, res.Err)
+	}
+	c.stop("n1")
+	c.start("n1")
+	n = c.leader()
+	if err := n.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := getData(t, n, "/after"); !ok {
+		t.Fatal("/after lost over a restart on the WAL")
+	}
+	if _, _, ok := getData(t, n, "/m099"); !ok {
+		t.Fatal("/m099 lost over a restart on the WAL")
+	}
+}
+
+// TestBoltStoreRefusesWALDir keeps an operator from reopening a migrated directory as bolt, which
+// would silently start from the older log, and a second node from opening a directory in use.
+func TestBoltStoreRefusesWALDir(t *testing.T) {
+	dir := t.TempDir()
+	n, err := New(Config{ID: "solo", Dir: dir, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(Config{ID: "solo", Dir: dir, Logger: testLogger(t)}); err == nil || !strings.Contains(err.Error(), "in use") {
+		t.Fatalf("a second node on a data dir in use: %v; want a refusal", err)
+	}
+	if err := n.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = New(Config{ID: "solo", Dir: dir, Logger: testLogger(t), LogStore: LogStoreBolt})
+	if err == nil || !strings.Contains(err.Error(), "WAL") {
+		t.Fatalf("New with LogStoreBolt on a WAL directory: %v; want a refusal", err)
+	}
+	if _, err := New(Config{ID: "solo", LogStore: "lsm"}); err == nil {
+		t.Fatal("an unknown LogStore was accepted")
+	}
+}
