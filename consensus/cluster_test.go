@@ -241,6 +241,19 @@ func TestMinorityPartitionCannotCommit(t *testing.T) {
 		}
 		return true
 	})
+
+	// Healing cut the old leader's unreplicated suffix from its log; the log store must reopen
+	// after that truncation (raft-wal before v0.4.1 sealed the tail segment without an index and
+	// then could not read it back).
+	c.stop(leader.ID())
+	c.start(leader.ID())
+	c.converge()
+	if _, _, ok := getData(t, c.nodes[leader.ID()], "/minority"); ok {
+		t.Fatalf("/minority reappeared on %s after a restart", leader.ID())
+	}
+	if _, _, ok := getData(t, c.nodes[leader.ID()], "/majority19"); !ok {
+		t.Fatalf("/majority19 missing on %s after a restart", leader.ID())
+	}
 }
 
 func TestFollowerCatchesUpBySnapshot(t *testing.T) {
