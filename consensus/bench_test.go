@@ -83,6 +83,29 @@ func BenchmarkFollowerApplyLag(b *testing.B) {
 	b.ReportMetric(float64(lags[len(lags)*99/100].Microseconds()), "p99-lag-µs")
 }
 
+// BenchmarkForwardedWrite measures one client writing through a follower, one write at a time:
+// the follower answers only after applying the write, so this is the latency the leader's commit
+// nudge exists for.
+//
+//	go test -run '^$' -bench ForwardedWrite -benchtime 500x ./consensus/
+func BenchmarkForwardedWrite(b *testing.B) {
+	c := newCluster(b, 3, false, nil)
+	l := c.leader()
+	f := c.followers()[0]
+	ctx := ctxT(b, 5*time.Minute)
+	nudged := l.Stats().Nudged
+	b.ResetTimer()
+	for i := range b.N {
+		res, err := f.Propose(ctx, createReq(fmt.Sprintf("/fw%d", i), nil, jute.ModePersistent))
+		if err != nil || res.Err != nil {
+			b.Fatal(err, res.Err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "writes/s")
+	b.ReportMetric(float64(l.Stats().Nudged-nudged)/float64(b.N), "nudges/op")
+}
+
 // BenchmarkLeaderFailover measures the time from killing the leader (a Shutdown without
 // handing leadership over) to the first write committed by the next leader.
 func BenchmarkLeaderFailover(b *testing.B) {

@@ -146,6 +146,7 @@ type Stats struct {
 	Applied     int64  // transactions applied by this node's FSM since start
 	Expired     int64  // sessions this node expired as leader
 	Reaped      int64  // nodes this node reaped as leader
+	Nudged      int64  // barriers appended as leader so followers learn a forwarded commit at once
 	Tracked     int    // sessions with a liveness deadline on this node
 }
 
@@ -171,6 +172,7 @@ func (n *Node) Stats() Stats {
 		Applied:     n.fsm.applies.Load(),
 		Expired:     n.stats.expired.Load(),
 		Reaped:      n.stats.reaped.Load(),
+		Nudged:      n.stats.nudged.Load(),
 		Tracked:     n.sessions.len(),
 	}
 }

@@ -80,7 +80,9 @@ type Node struct {
 		unknown   atomic.Int64
 		expired   atomic.Int64
 		reaped    atomic.Int64
+		nudged    atomic.Int64
 	}
+	nudge *nudger
 
 	mu struct {
 		sync.Mutex
@@ -124,6 +126,7 @@ func New(cfg Config) (*Node, error) {
 	n.mu.conns = make(map[net.Conn]struct{})
 	n.mu.touches = make(map[int64]struct{})
 
+	n.nudge = newNudger()
 	n.fsm = newFSM(n.log, n.origin)
 	n.fsm.onApply = cfg.OnApply
 	n.fsm.onRestore = cfg.OnRestore
@@ -140,6 +143,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.wg.Go(n.acceptLoop)
 	n.wg.Go(n.monitor)
+	n.wg.Go(n.runNudger)
 	return n, nil
 }
 

@@ -249,6 +249,7 @@ func (n *Node) serveRPC(conn net.Conn) {
 				status, msg := classifyApply(n.waitFuture(fut, 0))
 				if status == statusOK {
 					msg = binary.BigEndian.AppendUint64(nil, fut.Index())
+					n.nudge.forwardedApplied(n.raft.LastIndex())
 				}
 				reply(id, status, msg)
 			}) {
