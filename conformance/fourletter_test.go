@@ -45,7 +45,8 @@ func wantLines(t *testing.T, word, out string, patterns ...string) {
 const (
 	versionLine = `Zookeeper version: \d+\.\d+\.\d+.*, built on .+`
 	modeLine    = `Mode: (standalone|leader|follower|observer|read-only)`
-	clientLine  = ` /[0-9a-fA-F.:\[\]]+:\d+\[\d+\]\(queued=\d+,recved=\d+,sent=\d+(,sid=0x[0-9a-f]+,lop=\w+,est=\d+,to=\d+(,lcxid=0x[0-9a-f]+)?,lzxid=0x[0-9a-f]+,lresp=\d+,llat=\d+,minlat=\d+,avglat=\d+,maxlat=\d+)?\)`
+	// ZooKeeper prints "null" for the address of a connection that is closing.
+	clientLine = ` (/[0-9a-fA-F.:\[\]]+:\d+|null)\[\d+\]\(queued=\d+,recved=\d+,sent=\d+(,sid=0x[0-9a-f]+,lop=\w+,est=\d+,to=\d+(,lcxid=0x[0-9a-f]+)?,lzxid=0x[0-9a-f]+,lresp=\d+,llat=\d+,minlat=\d+,avglat=\d+,maxlat=\d+)?\)`
 )
 
 var srvrStatLines = []string{
