@@ -83,7 +83,9 @@ type Config struct {
 	// SnapshotThreshold is how many log entries since the last snapshot trigger a new one.
 	// Zero means 100000 (ZooKeeper's snapCount).
 	SnapshotThreshold uint64
-	// SnapshotInterval is how often Raft checks the threshold. Zero means 30s.
+	// SnapshotInterval is how often Raft checks the threshold (at a random point between one and
+	// two intervals). Zero means 2s: the check is two index reads, and a long interval lets the
+	// log run far past the threshold, all of which a restart after a crash must replay.
 	SnapshotInterval time.Duration
 	// TrailingLogs is how many entries are kept after a snapshot so slow followers can catch up
 	// from the log. Zero means 10240.
@@ -141,7 +143,7 @@ func (c Config) withDefaults() Config {
 		c.SnapshotThreshold = 100000
 	}
 	if c.SnapshotInterval == 0 {
-		c.SnapshotInterval = 30 * time.Second
+		c.SnapshotInterval = 2 * time.Second
 	}
 	if c.TrailingLogs == 0 {
 		c.TrailingLogs = 10240
