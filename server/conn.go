@@ -43,7 +43,7 @@ type conn struct {
 	// output lists client sessions only (go-zookeeper's FLWCons cannot parse a sessionless line).
 	flw     atomic.Bool
 	stopped chan struct{} // closed by abort and finish: reader and executor stop
-	reqs    chan request  // admitted requests, reader → executor, closed when the reader ends
+	reqs    chan *request // admitted requests, reader → executor, closed when the reader ends
 	// readsQueued counts admitted requests the executor has yet to execute itself (reads and
 	// the like); readsDone is signalled after each. Writes wait for it to reach zero.
 	readsQueued atomic.Int32
@@ -87,15 +87,17 @@ func newConn(s *Server, nc net.Conn) *conn {
 		ip = h
 	}
 	c := &conn{
-		s:         s,
-		nc:        nc,
-		br:        bufio.NewReaderSize(nc, 16<<10),
-		out:       newOutQueue(s.cfg.MaxOutboundBytes),
-		remote:    remote,
-		ip:        ip,
-		log:       s.log.With("remote", remote),
-		stopped:   make(chan struct{}),
-		reqs:      make(chan request, s.cfg.MaxInFlight),
+		s:       s,
+		nc:      nc,
+		br:      bufio.NewReaderSize(nc, 16<<10),
+		out:     newOutQueue(s.cfg.MaxOutboundBytes),
+		remote:  remote,
+		ip:      ip,
+		log:     s.log.With("remote", remote),
+		stopped: make(chan struct{}),
+		// Pointers: a channel of request values would cost MaxInFlight times the struct
+		// (about 150KB) per connection, allocated and cleared on every connect.
+		reqs:      make(chan *request, s.cfg.MaxInFlight),
 		readsDone: make(chan struct{}, 1),
 	}
 	c.stats.established = time.Now()

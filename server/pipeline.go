@@ -38,7 +38,7 @@ type request struct {
 // connection is ending, or nothing after this request may be answered (closeSession).
 func (c *conn) admit(ctx context.Context, frame []byte) bool {
 	s := c.s
-	r := request{arrived: time.Now()}
+	r := &request{arrived: time.Now()}
 	hdr, body, err := jute.DecodeRequest(frame, s.cfg.MaxFrameSize)
 	r.hdr, r.body = hdr, body
 	if err != nil && !errors.Is(err, jute.ErrTrailingData) {
@@ -144,7 +144,7 @@ func (c *conn) awaitReads() bool {
 }
 
 // enqueue hands r to the executor, waiting while the connection has Config.MaxInFlight requests.
-func (c *conn) enqueue(r request) bool {
+func (c *conn) enqueue(r *request) bool {
 	isRead := r.pending == nil && !r.fixed
 	if isRead {
 		c.readsQueued.Add(1)
@@ -176,7 +176,7 @@ func (c *conn) executeLoop(ctx context.Context) {
 }
 
 // complete answers one request; it reports false when the connection ends with it.
-func (c *conn) complete(ctx context.Context, r request) bool {
+func (c *conn) complete(ctx context.Context, r *request) bool {
 	s := c.s
 	defer func() { c.recordLatency(time.Since(r.arrived)) }()
 	switch {
