@@ -23,12 +23,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/zkd-io/zkd/internal/gctune"
 	"github.com/zkd-io/zkd/server"
 )
-
-// heapFloor is the smallest heap goal the binary lets the collector aim for (see gctune).
-const heapFloor = 64 << 20
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -129,13 +125,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	log.Info("zkd started", "version", server.Version, "client", srv.Addr(), "admin", srv.AdminAddr(),
 		"dataDir", st.cfg.Dir, "serverID", srv.Stats().ServerID, "peers", len(st.cfg.Peers))
-
-	if !gctune.Configured() {
-		ctx, stop := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { defer close(done); gctune.Run(ctx, heapFloor, 100, time.Second) }()
-		defer func() { stop(); <-done }()
-	}
 
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
