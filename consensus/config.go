@@ -83,6 +83,11 @@ type Config struct {
 	// SnapshotThreshold is how many log entries since the last snapshot trigger a new one.
 	// Zero means 100000 (ZooKeeper's snapCount).
 	SnapshotThreshold uint64
+	// SnapshotBytes is how many bytes of log entries applied since the last snapshot trigger a
+	// new one even before SnapshotThreshold entries: a bulk load of large multis reaches
+	// millions of znodes in a few thousand entries, all of which a restart would replay.
+	// Zero means 64 MiB.
+	SnapshotBytes uint64
 	// SnapshotInterval is how often Raft checks the threshold (at a random point between one and
 	// two intervals). Zero means 2s: the check is two index reads, and a long interval lets the
 	// log run far past the threshold, all of which a restart after a crash must replay.
@@ -141,6 +146,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.SnapshotThreshold == 0 {
 		c.SnapshotThreshold = 100000
+	}
+	if c.SnapshotBytes == 0 {
+		c.SnapshotBytes = 64 << 20
 	}
 	if c.SnapshotInterval == 0 {
 		c.SnapshotInterval = 2 * time.Second

@@ -41,6 +41,11 @@ type fsm struct {
 	// sessions observes session creation and closing on every node (the leader keeps deadlines).
 	sessions *sessionTracker
 	applies  atomic.Int64
+	// sinceSnap counts the entry bytes applied since the last snapshot; past snapBytes it calls
+	// wantSnapshot once (the node takes a snapshot, which resets the count).
+	sinceSnap    atomic.Uint64
+	snapBytes    uint64
+	wantSnapshot func()
 }
 
 var (
@@ -88,6 +93,9 @@ func (f *fsm) applyCommand(l *raft.Log) any {
 	}
 	res := f.applyTxn(zxid, &c)
 	f.applies.Add(1)
+	if n := f.sinceSnap.Add(uint64(len(l.Data))); f.wantSnapshot != nil && n >= f.snapBytes && n-uint64(len(l.Data)) < f.snapBytes {
+		f.wantSnapshot()
+	}
 	f.lastZxid.Store(zxid)
 	if f.onApply != nil {
 		f.onApply(zxid, res)
@@ -126,6 +134,7 @@ func (f *fsm) applyTxn(zxid int64, c *command) *znode.Result {
 
 // Snapshot captures the current view; Persist writes it while applies continue.
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	f.sinceSnap.Store(0)
 	return &fsmSnapshot{view: f.view()}, nil
 }
 
@@ -150,6 +159,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 		return fmt.Errorf("consensus: restore: %w", err)
 	}
 	f.tree.Store(t)
+	f.sinceSnap.Store(0)
 	zxid := t.LastZxid()
 	f.lastZxid.Store(zxid)
 	if f.sessions != nil {

@@ -113,3 +113,25 @@ func TestBoltStoreRefusesWALDir(t *testing.T) {
 		t.Fatal("an unknown LogStore was accepted")
 	}
 }
+
+// TestSnapshotByLogBytes sets the entry threshold out of reach and a small byte threshold: a few
+// large writes must still produce a snapshot, so a restart does not replay them all.
+func TestSnapshotByLogBytes(t *testing.T) {
+	c := newCluster(t, 1, false, func(cfg *Config) {
+		cfg.SnapshotThreshold = 1 << 40
+		cfg.SnapshotBytes = 64 << 10
+	})
+	n := c.leader()
+	ctx := ctxT(t, 30*time.Second)
+	big := bytes.Repeat([]byte("z"), 8<<10)
+	snapshotIndex := func() string { return n.raft.Stats()["last_snapshot_index"] }
+	if got := snapshotIndex(); got != "0" {
+		t.Fatalf("last_snapshot_index before any write = %s", got)
+	}
+	for i := range 12 { // 96 KiB of data
+		if res, err := n.Propose(ctx, createReq(fmt.Sprintf("/big%d", i), big, jute.ModePersistent)); err != nil || res.Err != nil {
+			t.Fatalf("write %d: %v %v", i, err, res.Err)
+		}
+	}
+	eventually(t, 10*time.Second, "a snapshot by log size", func() bool { return snapshotIndex() != "0" })
+}

@@ -177,6 +177,22 @@ func (n *Node) Stats() Stats {
 	}
 }
 
+// runSnapshotter takes the snapshots the FSM asks for when SnapshotBytes of entries were applied
+// since the last one; it is that request's only goroutine and stops with the node.
+func (n *Node) runSnapshotter() {
+	for {
+		select {
+		case <-n.snap:
+		case <-n.stop:
+			return
+		}
+		if err := n.Snapshot(); err != nil {
+			n.log.Warn("snapshot by log size failed", "err", err)
+			n.fsm.sinceSnap.Store(0) // ask again after another SnapshotBytes
+		}
+	}
+}
+
 // Snapshot takes a snapshot now (normally Raft takes one every SnapshotThreshold entries) and
 // compacts the log behind it.
 func (n *Node) Snapshot() error {

@@ -83,6 +83,7 @@ type Node struct {
 		nudged    atomic.Int64
 	}
 	nudge *nudger
+	snap  chan struct{} // the FSM asks for a snapshot (SnapshotBytes)
 
 	mu struct {
 		sync.Mutex
@@ -133,6 +134,14 @@ func New(cfg Config) (*Node, error) {
 	n.fsm.deliver = n.deliver
 	n.fsm.sessions = n.sessions
 	n.fsm.restored = n.restoredTree
+	n.snap = make(chan struct{}, 1)
+	n.fsm.snapBytes = cfg.SnapshotBytes
+	n.fsm.wantSnapshot = func() {
+		select {
+		case n.snap <- struct{}{}:
+		default:
+		}
+	}
 	restored := make(chan struct{})
 	n.restoredCh.Store(&restored)
 
@@ -144,6 +153,7 @@ func New(cfg Config) (*Node, error) {
 	n.wg.Go(n.acceptLoop)
 	n.wg.Go(n.monitor)
 	n.wg.Go(n.runNudger)
+	n.wg.Go(n.runSnapshotter)
 	return n, nil
 }
 
