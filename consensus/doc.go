@@ -93,7 +93,8 @@
 // holding only raft.db is migrated to the WAL by default. Dir/raft/snapshots holds
 // FileSnapshotStore snapshots (2 kept).
 // A snapshot is taken every SnapshotThreshold entries (100k by default, ZooKeeper's snapCount, not
-// Raft's 8192) from an O(1) znode.View and written in the background while applies continue.
+// Raft's 8192; checked every 2-4s) or SnapshotBytes of entries (64 MiB), whichever comes first,
+// from an O(1) znode.View and written in the background while applies continue.
 // hashicorp/raft is pinned at v1.7.3 because v1.8.0 does not build with raft-boltdb/v2 v2.3.1
 // (raft 1.8 needs go-metrics v0.7, which dropped the compat package raft-boltdb imports); 1.8's
 // only addition, restoring committed logs at start, needs a log store raft-boltdb does not provide.
