@@ -99,7 +99,9 @@ func (e *env) connect(timeout time.Duration) (*zk.Conn, <-chan zk.Event) {
 // connectTo is connect to the given servers.
 func (e *env) connectTo(addrs []string, timeout time.Duration) (*zk.Conn, <-chan zk.Event) {
 	e.t.Helper()
-	c, events, err := zk.Connect(addrs, timeout, zk.WithLogger(discardLogger{}), zk.WithLogInfo(false))
+	// Through a cutter, so a reconnect waits for setWatches before replies flow (replyGate).
+	c, events, err := zk.Connect(addrs, timeout, zk.WithDialer(newCutter().dial),
+		zk.WithLogger(discardLogger{}), zk.WithLogInfo(false))
 	if err != nil {
 		e.t.Fatalf("zk.Connect(%v): %v", addrs, err)
 	}
