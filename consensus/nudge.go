@@ -20,6 +20,8 @@ func newNudger() *nudger { return &nudger{wake: make(chan struct{}, 1)} }
 // forwardedApplied records that a forwarded entry committed and was applied while the log ended
 // at lastIndex.
 func (g *nudger) forwardedApplied(lastIndex uint64) {
+	// Keep the largest: replies finish concurrently, and a smaller value stored last would let
+	// the nudger skip the newer entry's nudge as if something after it were already appended.
 	for {
 		old := g.last.Load()
 		if lastIndex <= old || g.last.CompareAndSwap(old, lastIndex) {
@@ -32,7 +34,7 @@ func (g *nudger) forwardedApplied(lastIndex uint64) {
 	}
 }
 
-// run appends barriers until the node stops; it is the nudger's only goroutine.
+// runNudger appends barriers until the node stops; it is the nudger's only goroutine.
 func (n *Node) runNudger() {
 	for {
 		select {
