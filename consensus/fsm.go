@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -46,6 +48,40 @@ type fsm struct {
 	sinceSnap    atomic.Uint64
 	snapBytes    uint64
 	wantSnapshot func()
+	// snaps times the snapshots this node persisted (mntr's snapshottime).
+	snaps snapshotTimes
+}
+
+// snapshotTimes counts persisted snapshots and how long each took, from capture to the sink's
+// fsync and close.
+type snapshotTimes struct {
+	mu       sync.Mutex
+	count    int64
+	sum      time.Duration
+	min, max time.Duration
+}
+
+func (t *snapshotTimes) record(d time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.count == 0 || d < t.min {
+		t.min = d
+	}
+	t.max = max(t.max, d)
+	t.count++
+	t.sum += d
+}
+
+// SnapshotTimes summarizes the snapshots a node persisted since it started.
+type SnapshotTimes struct {
+	Count         int64
+	Sum, Min, Max time.Duration
+}
+
+func (t *snapshotTimes) read() SnapshotTimes {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return SnapshotTimes{Count: t.count, Sum: t.sum, Min: t.min, Max: t.max}
 }
 
 var (
@@ -135,7 +171,7 @@ func (f *fsm) applyTxn(zxid int64, c *command) *znode.Result {
 // Snapshot captures the current view; Persist writes it while applies continue.
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	f.sinceSnap.Store(0)
-	return &fsmSnapshot{view: f.view()}, nil
+	return &fsmSnapshot{view: f.view(), start: time.Now(), times: &f.snaps}, nil
 }
 
 // snapshotMagic starts every snapshot this package writes, followed by a format version byte.
@@ -177,7 +213,9 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 }
 
 type fsmSnapshot struct {
-	view *znode.View
+	view  *znode.View
+	start time.Time
+	times *snapshotTimes
 }
 
 // Persist streams the view into the sink; raft's snapshot store checksums and fsyncs it.
@@ -191,7 +229,11 @@ func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 		_ = sink.Cancel()
 		return fmt.Errorf("consensus: persist snapshot: %w", err)
 	}
-	return sink.Close()
+	if err := sink.Close(); err != nil {
+		return err
+	}
+	s.times.record(time.Since(s.start))
+	return nil
 }
 
 // Release is a no-op: the view is garbage collected.

@@ -148,6 +148,7 @@ type Stats struct {
 	Reaped      int64  // nodes this node reaped as leader
 	Nudged      int64  // barriers appended as leader so followers learn a forwarded commit at once
 	Tracked     int    // sessions with a liveness deadline on this node
+	Snapshots   SnapshotTimes
 }
 
 // Stats returns the node's counters.
@@ -174,6 +175,7 @@ func (n *Node) Stats() Stats {
 		Reaped:      n.stats.reaped.Load(),
 		Nudged:      n.stats.nudged.Load(),
 		Tracked:     n.sessions.len(),
+		Snapshots:   n.fsm.snaps.read(),
 	}
 }
 

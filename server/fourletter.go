@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -185,6 +186,20 @@ func (s *Server) mntrPairs() [][2]string {
 		{"auth_failed_count", fmt.Sprint(st.AuthFailed)},
 		{"connection_rejected", fmt.Sprint(st.ConnectionsRejected)},
 	}
+	// ZooKeeper's snapshot summary, in milliseconds: monitoring reads cnt and max to see how
+	// often snapshots run and how long the longest took.
+	sn := st.Snapshots
+	avg := 0.0
+	if sn.Count > 0 {
+		avg = float64(sn.Sum.Microseconds()) / 1000 / float64(sn.Count)
+	}
+	kv = append(kv,
+		[2]string{"snap_count", fmt.Sprint(sn.Count)},
+		[2]string{"avg_snapshottime", javaDouble(avg)},
+		[2]string{"min_snapshottime", fmt.Sprint(sn.Min.Milliseconds())},
+		[2]string{"max_snapshottime", fmt.Sprint(sn.Max.Milliseconds())},
+		[2]string{"cnt_snapshottime", fmt.Sprint(sn.Count)},
+		[2]string{"sum_snapshottime", fmt.Sprint(sn.Sum.Milliseconds())})
 	if len(s.cfg.Peers) > 1 {
 		kv = append(kv, [2]string{"quorum_size", fmt.Sprint(len(s.cfg.Peers))})
 	}
@@ -196,6 +211,16 @@ func (s *Server) mntrPairs() [][2]string {
 			[2]string{"pending_syncs", "0"})
 	}
 	return kv
+}
+
+// javaDouble formats v as Java's Double.toString does for ordinary values: shortest digits,
+// always with a fraction ("0.0", "12.5").
+func javaDouble(v float64) string {
+	out := strconv.FormatFloat(v, 'f', -1, 64)
+	if !strings.ContainsAny(out, ".eE") {
+		out += ".0"
+	}
+	return out
 }
 
 func (s *Server) mntr() string {

@@ -150,3 +150,56 @@ func TestSessionExpiryDeletesEphemerals(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestMntrTimesSnapshots checks that the snapshots the log triggers show in mntr under
+// ZooKeeper's names, as monitoring reads them.
+func TestMntrTimesSnapshots(t *testing.T) {
+	s := zkdtest.Start(t, zkdtest.WithConfig(func(c *server.Config) {
+		c.Consensus.SnapshotThreshold = 50
+		c.Consensus.SnapshotInterval = 50 * time.Millisecond
+	}))
+	pairs := func() map[string]string {
+		m := map[string]string{}
+		for line := range strings.SplitSeq(word(t, s.Addr(), "mntr"), "\n") {
+			if k, v, ok := strings.Cut(line, "\t"); ok {
+				m[k] = v
+			}
+		}
+		return m
+	}
+	before := pairs()
+	for _, k := range []string{"zk_snap_count", "zk_avg_snapshottime", "zk_min_snapshottime", "zk_max_snapshottime", "zk_cnt_snapshottime", "zk_sum_snapshottime"} {
+		if _, ok := before[k]; !ok {
+			t.Fatalf("mntr lacks %s", k)
+		}
+	}
+	if before["zk_cnt_snapshottime"] != "0" || before["zk_avg_snapshottime"] != "0.0" {
+		t.Fatalf("a fresh server reports snapshots: %v", before)
+	}
+	c, _ := connect(t, s.Addr())
+	if _, err := c.Create("/snap", nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 200 {
+		if _, err := c.Set("/snap", []byte{byte(i)}, -1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		m := pairs()
+		if m["zk_cnt_snapshottime"] != "0" {
+			if m["zk_snap_count"] != m["zk_cnt_snapshottime"] {
+				t.Errorf("snap_count %s, cnt_snapshottime %s", m["zk_snap_count"], m["zk_cnt_snapshottime"])
+			}
+			if m["zk_avg_snapshottime"] == "" || !strings.Contains(m["zk_avg_snapshottime"], ".") {
+				t.Errorf("avg_snapshottime = %q", m["zk_avg_snapshottime"])
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no snapshot counted after 200 writes over a threshold of 50: %v", m)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/zkd-io/zkd/consensus"
 	"github.com/zkd-io/zkd/jute"
 )
 
@@ -79,6 +80,8 @@ type Stats struct {
 	Uptime time.Duration
 	// Followers and SyncedFollowers are set on a leader of a cluster.
 	Followers, SyncedFollowers int
+	// Snapshots counts and times the snapshots this server persisted since it started.
+	Snapshots consensus.SnapshotTimes
 }
 
 // Version is the ZooKeeper version zkd presents itself as, with zkd's own suffix. The build date
@@ -118,6 +121,9 @@ func (s *Server) Stats() Stats {
 	for _, c := range s.connections() {
 		st.Connections++
 		st.Outstanding += int64(len(c.reqs))
+	}
+	if s.node != nil {
+		st.Snapshots = s.node.Stats().Snapshots
 	}
 	if st.Mode == "leader" {
 		st.Followers = len(s.cfg.Peers) - 1

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -247,6 +248,18 @@ func parseZooCfg(r io.Reader, log *slog.Logger) (settings, error) {
 				return st, err
 			}
 			cfg.Consensus.SnapshotThreshold = uint64(n)
+		case k == "snapSizeLimitInKb":
+			// ZooKeeper's meaning: KiB of transaction log since the last snapshot that trigger
+			// the next one; zero or negative turns the size trigger off.
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return st, keyError(key, v, errors.New("must be an integer"))
+			}
+			if n <= 0 || n > math.MaxInt64>>10 {
+				cfg.Consensus.SnapshotBytes = math.MaxUint64
+			} else {
+				cfg.Consensus.SnapshotBytes = uint64(n) << 10
+			}
 		case k == "autopurge.snapRetainCount":
 			n, err := positiveInt(key, v)
 			if err != nil {

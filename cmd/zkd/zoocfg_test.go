@@ -2,6 +2,7 @@ package main
 
 import (
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -75,5 +76,32 @@ func TestParseZooCfgErrorsNameTheKey(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.key) {
 			t.Errorf("%q: err = %v; want an error naming %s", tc.line, err, tc.key)
 		}
+	}
+}
+
+func TestParseZooCfgSnapshotTriggers(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		lines     string
+		threshold uint64
+		bytes     uint64
+	}{
+		{"snapCount=5000\nsnapSizeLimitInKb=1024\n", 5000, 1 << 20},
+		{"snapSizeLimitInKb=-1\n", 0, math.MaxUint64},
+		{"snapSizeLimitInKb=0\n", 0, math.MaxUint64},
+		{"snapSizeLimitInKb=4194304\n", 0, 4 << 30},
+	} {
+		st, err := parseZooCfg(strings.NewReader("clientPort=2181\ndataDir="+dir+"\n"+tc.lines), slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatalf("%q: %v", tc.lines, err)
+		}
+		c := st.cfg.Consensus
+		if c.SnapshotThreshold != tc.threshold || c.SnapshotBytes != tc.bytes {
+			t.Errorf("%q: threshold %d, bytes %d; want %d, %d", tc.lines, c.SnapshotThreshold, c.SnapshotBytes, tc.threshold, tc.bytes)
+		}
+	}
+	_, err := parseZooCfg(strings.NewReader("clientPort=2181\ndataDir="+dir+"\nsnapSizeLimitInKb=lots\n"), slog.New(slog.DiscardHandler))
+	if err == nil || !strings.Contains(err.Error(), "snapSizeLimitInKb") {
+		t.Errorf("a bad snapSizeLimitInKb gave %v", err)
 	}
 }
