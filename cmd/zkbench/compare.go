@@ -63,6 +63,9 @@ type compareOptions struct {
 	Topologies []string
 	Only       []string
 	Memory     []int
+	SnapZnodes int     // tree size of the snapshot comparison (0: skip it)
+	SnapCount  int     // snapCount while snapshots are on
+	SnapRate   float64 // offered setData rate of the snapshot runs
 	Command    string
 }
 
@@ -98,6 +101,7 @@ type comparison struct {
 	Specs     []string       `json:"specs"`
 	Runs      []runRecord    `json:"runs"`
 	Memory    []memRecord    `json:"memory"`
+	Snapshots []snapRecord   `json:"snapshots"`
 	Notes     []string       `json:"notes,omitempty"`
 }
 
@@ -120,6 +124,9 @@ func compareMain(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.StringVar(&topo, "topologies", "standalone,cluster", "standalone, cluster (3 nodes), or both")
 	fs.StringVar(&only, "only", "", "comma-separated workload names to run (default: all)")
 	fs.StringVar(&mem, "memory", "100000,1000000", "znode counts for the memory and restart measurements (empty: skip)")
+	fs.IntVar(&o.SnapZnodes, "snapshot-znodes", 1000000, "znodes in the tree of the snapshot comparison (0: skip it)")
+	fs.IntVar(&o.SnapCount, "snapshot-count", 10000, "snapCount of the runs with snapshots on")
+	fs.Float64Var(&o.SnapRate, "snapshot-rate", 5000, "offered setData rate (ops/s) of the snapshot runs")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -250,6 +257,11 @@ func compare(ctx context.Context, o compareOptions, log io.Writer) (*comparison,
 	}
 	if len(o.Memory) > 0 && ctx.Err() == nil {
 		if err := compareMemory(ctx, o, cmp, o.PortBase+len(o.Topologies)*100, logf); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if o.SnapZnodes > 0 && ctx.Err() == nil {
+		if err := compareSnapshots(ctx, o, cmp, o.PortBase+(len(o.Topologies)+1)*100, logf); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -41,7 +41,7 @@ type server struct {
 }
 
 // zkdConfig writes a zoo.cfg for zkd node i (of n) in the format ZooKeeper uses, which zkd reads.
-func zkdConfig(nodeDir string, clientPort, i, n, base int) (string, error) {
+func zkdConfig(nodeDir string, clientPort, i, n, base int, extra string) (string, error) {
 	if err := os.MkdirAll(filepath.Join(nodeDir, "data"), 0o755); err != nil {
 		return "", err
 	}
@@ -50,6 +50,7 @@ func zkdConfig(nodeDir string, clientPort, i, n, base int) (string, error) {
 	fmt.Fprintf(&b, "dataDir=%s\n", filepath.Join(nodeDir, "data"))
 	fmt.Fprintf(&b, "clientPortAddress=127.0.0.1\nclientPort=%d\n", clientPort)
 	fmt.Fprintf(&b, "maxClientCnxns=0\n4lw.commands.whitelist=*\nforceSync=yes\nadmin.enableServer=false\n")
+	b.WriteString(extra)
 	if n > 1 {
 		for j := 1; j <= n; j++ {
 			fmt.Fprintf(&b, "server.%d=127.0.0.1:%d:%d\n", j, base+10+j, base+20+j)
@@ -72,7 +73,7 @@ func startZkd(ctx context.Context, bin, args, dir string, base, nodes int) (*ser
 		if nodes > 1 {
 			nodeDir = filepath.Join(dir, fmt.Sprintf("n%d", i+1))
 		}
-		if _, err := zkdConfig(nodeDir, base+i, i, nodes, base); err != nil {
+		if _, err := zkdConfig(nodeDir, base+i, i, nodes, base, ""); err != nil {
 			return nil, fmt.Errorf("zkbench: zkd config: %w", err)
 		}
 		s.nodes = append(s.nodes, nodeDir)
@@ -346,4 +347,38 @@ func (s *server) heapMB(ctx context.Context) (float64, error) {
 	}
 	mb, _ := strconv.ParseFloat(string(all[len(all)-1][3]), 64)
 	return mb, nil
+}
+
+// relaunch stops a standalone server and starts it again on the same data with extra zoo.cfg
+// lines (for example snapCount), then waits until it takes writes. ZooKeeper is launched by
+// zk-anchor's own helpers (zk-common.sh beside it), which write the same configuration as
+// `zk-anchor start` plus the extra lines.
+func (s *server) relaunch(ctx context.Context, extra string) error {
+	if len(s.nodes) != 1 {
+		return errors.New("zkbench: relaunch is for standalone servers")
+	}
+	if err := s.stop(); err != nil {
+		return err
+	}
+	port := s.addrs[0][strings.LastIndexByte(s.addrs[0], ':')+1:]
+	if s.kind == kindZkd {
+		if _, err := zkdConfig(s.nodes[0], s.ports[0], 0, 1, s.ports[0], extra); err != nil {
+			return err
+		}
+		if err := s.launchZkd(0); err != nil {
+			return err
+		}
+	} else {
+		anchor, err := filepath.EvalSymlinks(s.anchor)
+		if err != nil {
+			return err
+		}
+		common := filepath.Join(filepath.Dir(anchor), "zk-common.sh")
+		script := `. "$0"; zk_write_conf "$1" "$2" "$3"; zk_launch "$1"; zk_wait_ruok "$1" "$2" 120 >/dev/null || zk_die "no imok on port $2"`
+		if out, err := exec.CommandContext(ctx, "bash", "-c", script, common, s.dir, port, extra).CombinedOutput(); err != nil {
+			_ = s.stop()
+			return fmt.Errorf("zkbench: relaunch ZooKeeper: %w: %s", err, bytes.TrimSpace(out))
+		}
+	}
+	return s.waitReady(ctx, 120*time.Second)
 }

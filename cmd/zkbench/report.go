@@ -229,8 +229,69 @@ func renderReport(c *comparison) string {
 			p("- %s\n", n)
 		}
 	}
-	p("## Not measured yet\n\n- p99.9 while a snapshot is being taken against without one.\n")
+	if len(c.Snapshots) > 0 {
+		renderSnapshots(p, c)
+	} else {
+		p("## Not measured\n\n- p99.9 while snapshots are taken against without (run without `-snapshot-znodes 0`).\n")
+	}
 	return b.String()
+}
+
+// renderSnapshots writes the snapshot comparison: per server, the medians with snapshots off and
+// on, the on/off ratio, and zkd against ZooKeeper in each mode.
+func renderSnapshots(p func(string, ...any), c *comparison) {
+	o := c.Options
+	p("## Latency while snapshots are taken (standalone)\n\n")
+	p("setData of 128 B at a fixed offered rate of %.0f/s (open loop: latency counts from each op's intended send time, so a stall is not hidden) from 32 clients over 8 connections, ", o.SnapRate)
+	p("on a tree of %d znodes of 128 B; medians of %d runs of %v. ", o.SnapZnodes, o.Repeat, o.Duration)
+	p("Each run restarts the server on the same data with its mode's zoo.cfg lines, then gives it %v of the same load unrecorded. ", o.Warmup)
+	p("Snapshots off: `snapCount=1000000000`, `snapSizeLimitInKb=-1`. On: `snapCount=%d`: ", o.SnapCount)
+	p("ZooKeeper starts a snapshot after snapCount/2 plus a random part of snapCount/2 transactions (skipping one while the last is still being written); ")
+	p("zkd checks every 2-4 s whether snapCount entries were logged since the last. ")
+	p("\"Taken\" counts the snapshots completed during the measured run (mntr's `cnt_snapshottime`), and \"busy\" is the share of the run spent writing them (`sum_snapshottime`). ")
+	p("The on/off rows are each server against itself; the last rows are zkd/ZooKeeper.\n\n")
+	p("| server | snapshots | ops/s | p50 | p90 | p99 | p99.9 | max | taken | busy | errors | failed runs |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	var runs []runRecord
+	taken := map[string][]float64{}
+	busy := map[string][]float64{}
+	for _, r := range c.Snapshots {
+		runs = append(runs, runRecord{Topology: "snapshots " + r.Snapshots, Bench: "set", Server: r.Server, Repeat: r.Repeat, Result: r.Result, Err: r.Err})
+		if r.Err == "" && r.Result.Elapsed > 0 {
+			key := r.Server + " " + r.Snapshots
+			taken[key] = append(taken[key], float64(r.Taken))
+			busy[key] = append(busy[key], float64(r.TakenMS)/(r.Result.Elapsed*1000))
+		}
+	}
+	aggs := map[string]aggregate{}
+	for _, kind := range []string{kindZooKeeper, kindZkd} {
+		for _, mode := range []string{snapOff, snapOn} {
+			a, ok := aggregateRuns(runs, "snapshots "+mode, "set", kind)
+			if !ok {
+				continue
+			}
+			key := kind + " " + mode
+			aggs[key] = a
+			if a.n == 0 {
+				p("| %s | %s | – | – | – | – | – | – | – | – | – | %d |\n", kind, mode, a.failed)
+				continue
+			}
+			p("| %s | %s | %.0f | %s | %s | %s | %s | %s | %.0f | %.0f%% | %d | %d |\n", kind, mode, a.tput, ms(a.p50), ms(a.p90),
+				ms(a.p99), ms(a.p999), ms(a.mx), median(taken[key]), 100*median(busy[key]), a.errors, a.failed)
+		}
+		off, on := aggs[kind+" "+snapOff], aggs[kind+" "+snapOn]
+		if off.n > 0 && on.n > 0 {
+			p("| %s | on/off | %s | %s | %s | %s | %s | %s | | | | |\n", kind, ratio(on.tput, off.tput), ratio(on.p50, off.p50),
+				ratio(on.p90, off.p90), ratio(on.p99, off.p99), ratio(on.p999, off.p999), ratio(on.mx, off.mx))
+		}
+	}
+	for _, mode := range []string{snapOff, snapOn} {
+		zk, zd := aggs[kindZooKeeper+" "+mode], aggs[kindZkd+" "+mode]
+		if zk.n > 0 && zd.n > 0 {
+			p("| zkd/ZooKeeper | %s | %s | %s | %s | %s | %s | %s | | | | |\n", mode, ratio(zd.tput, zk.tput), ratio(zd.p50, zk.p50),
+				ratio(zd.p90, zk.p90), ratio(zd.p99, zk.p99), ratio(zd.p999, zk.p999), ratio(zd.mx, zk.mx))
+		}
+	}
+	p("\n")
 }
 
 func yesNo(ok bool) string {

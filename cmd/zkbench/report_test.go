@@ -58,3 +58,39 @@ func TestReportMediansAndRatios(t *testing.T) {
 		t.Errorf("report without zkd does not say so plainly:\n%s", md)
 	}
 }
+
+// TestReportSnapshots renders made-up snapshot runs and checks the medians, the on/off ratios of
+// each server, and zkd against ZooKeeper.
+func TestReportSnapshots(t *testing.T) {
+	mk := func(server, mode string, rep int, p999 float64, taken, takenMS int64) snapRecord {
+		return snapRecord{Server: server, Snapshots: mode, Repeat: rep, Taken: taken, TakenMS: takenMS, Result: result{
+			Unit: "setData", Clients: 32, Conns: 8, Ops: 5000, Throughput: 1000, Elapsed: 5,
+			Latency: latencySummary{Count: 5000, P50: 1000, P90: 2000, P99: p999 / 2, P999: p999, Max: p999 * 2},
+		}}
+	}
+	c := &comparison{
+		Options: compareOptions{Repeat: 2, Duration: 5 * time.Second, SnapZnodes: 1000, SnapCount: 100, SnapRate: 1000},
+		Snapshots: []snapRecord{
+			mk(kindZooKeeper, snapOff, 0, 10000, 0, 0), mk(kindZooKeeper, snapOff, 1, 20000, 0, 0),
+			mk(kindZooKeeper, snapOn, 0, 100000, 4, 2000), mk(kindZooKeeper, snapOn, 1, 140000, 6, 3000),
+			mk(kindZkd, snapOff, 0, 5000, 0, 0), mk(kindZkd, snapOff, 1, 5000, 0, 0),
+			mk(kindZkd, snapOn, 0, 6000, 1, 100), {Server: kindZkd, Snapshots: snapOn, Repeat: 1, Err: "zkbench: boom"},
+		},
+	}
+	md := renderReport(c)
+	for _, want := range []string{
+		"| ZooKeeper | off | 1000 | 1.00 | 2.00 | 7.50 | 15.0 | 30.0 | 0 | 0% | 0 | 0 |",
+		"| ZooKeeper | on | 1000 | 1.00 | 2.00 | 60.0 | 120 | 240 | 5 | 50% | 0 | 0 |",
+		"| ZooKeeper | on/off | 1.00× | 1.00× | 1.00× | 8.00× | 8.00× | 8.00× | | | | |",
+		"| zkd | on | 1000 | 1.00 | 2.00 | 3.00 | 6.00 | 12.0 | 1 | 2% | 0 | 1 |",
+		"| zkd | on/off | 1.00× | 1.00× | 1.00× | 1.20× | 1.20× | 1.20× | | | | |",
+		"| zkd/ZooKeeper | on | 1.00× | 1.00× | 1.00× | 0.05× | 0.05× | 0.05× | | | | |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q\n%s", want, md)
+		}
+	}
+	if strings.Contains(md, "## Not measured") {
+		t.Errorf("a report with snapshot runs says they were not measured")
+	}
+}

@@ -6,13 +6,15 @@
 # Builds cmd/zkbench and (if it exists and builds) cmd/zkd into a temporary directory, then runs
 # `zkbench compare`, which starts ZooKeeper (../shared/tools/zk-anchor) and zkd with fsync on,
 # standalone and as 3-node clusters on loopback ports 24100-24499, alternates and repeats the runs,
-# measures memory, startup and kill -9 recovery, and writes the report. Without zkd it measures
-# ZooKeeper alone and says so in the report.
+# measures memory, startup and kill -9 recovery, and latency on a 1M-znode tree with snapshots
+# off and on, and writes the report. Without zkd it measures ZooKeeper alone and says so in the
+# report.
 #
 # Useful flags: -duration 10s -repeat 3 -topologies standalone,cluster -only get,set
-#               -memory 100000,1000000 -out docs/benchmarks.md -raw results.json
-# A full run with the defaults takes about an hour on a 2-core machine; for a quick look:
-#   scripts/bench/run.sh -duration 3s -repeat 1 -memory 100000
+#               -memory 100000,1000000 -snapshot-znodes 1000000 -snapshot-count 10000
+#               -snapshot-rate 5000 -out docs/benchmarks.md -raw results.json
+# A full run with the defaults takes about 35 minutes on a 2-core machine; for a quick look:
+#   scripts/bench/run.sh -duration 3s -repeat 1 -memory 100000 -snapshot-znodes 100000
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"

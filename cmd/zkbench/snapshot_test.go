@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/zkd-io/zkd/internal/zktest"
+)
+
+// TestCompareSnapshots runs the snapshot comparison in small against a real ZooKeeper and the
+// zkd binary: with snapshots off neither server may take one during a run, with a small snapCount
+// both must, and every run must complete without errors.
+func TestCompareSnapshots(t *testing.T) {
+	if os.Getenv("ZKBENCH_TARGET") != "zookeeper" {
+		t.Skip("compares against a real ZooKeeper: set ZKBENCH_TARGET=zookeeper")
+	}
+	if !zktest.Available() {
+		t.Skip("no ZooKeeper here")
+	}
+	anchor, err := zktest.AnchorPath()
+	if err != nil {
+		t.Fatal(err)
+	}
+	work := t.TempDir()
+	bin := filepath.Join(work, "zkd")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/zkd-io/zkd/cmd/zkd").CombinedOutput(); err != nil {
+		t.Fatalf("go build zkd: %v\n%s", err, out)
+	}
+	o := compareOptions{
+		ZkdBin: bin, ZkdArgs: "-config {cfg}", Anchor: anchor, Work: work,
+		Repeat: 1, Duration: 5 * time.Second, SnapZnodes: 20000, SnapCount: 1000, SnapRate: 1000,
+	}
+	cmp := &comparison{Options: o}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if err := compareSnapshots(ctx, o, cmp, freePortPair(t, 50), t.Logf); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, r := range cmp.Snapshots {
+		seen[r.Server+" "+r.Snapshots] = true
+		if r.Err != "" || r.Result.Ops == 0 || r.Result.Errors != 0 {
+			t.Errorf("%s, snapshots %s: %d ops, %d errors, %q", r.Server, r.Snapshots, r.Result.Ops, r.Result.Errors, r.Err)
+		}
+		if r.Snapshots == snapOff && r.Taken != 0 {
+			t.Errorf("%s took %d snapshots with snapshots off", r.Server, r.Taken)
+		}
+		if r.Snapshots == snapOn && r.Taken < 1 {
+			t.Errorf("%s took no snapshot in %v at %.0f writes/s with snapCount %d", r.Server, o.Duration, o.SnapRate, o.SnapCount)
+		}
+	}
+	if len(seen) != 4 || len(cmp.Snapshots) != 4 {
+		t.Errorf("runs: %v (%d records), want both servers in both modes", seen, len(cmp.Snapshots))
+	}
+}
+
+// freePortPair returns a loopback port p such that p and p+gap were both free a moment ago.
+func freePortPair(t *testing.T, gap int) int {
+	t.Helper()
+	for range 100 {
+		l1, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := l1.Addr().(*net.TCPAddr).Port
+		l2, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p+gap))
+		_ = l1.Close()
+		if err == nil && p+gap <= 65000 {
+			_ = l2.Close()
+			return p
+		}
+		if err == nil {
+			_ = l2.Close()
+		}
+	}
+	t.Fatal("no free pair of loopback ports")
+	return 0
+}
