@@ -205,6 +205,28 @@ func TestMinorityPartitionCannotCommit(t *testing.T) {
 	if !errors.Is(err, ErrUnknownOutcome) && !errors.Is(err, ErrNoLeader) {
 		t.Fatalf("isolated leader error = %v; want ErrUnknownOutcome or ErrNoLeader", err)
 	}
+	// Proposals queued behind an unapplied one are settled too, each with an error, and free
+	// their slots.
+	var pds []*Pending
+	for i := range 20 {
+		pd, err := leader.Start(ctx, createReq(fmt.Sprintf("/minority%d", i), nil, jute.ModePersistent))
+		if err == nil {
+			pds = append(pds, pd)
+		}
+	}
+	for i, pd := range pds {
+		if res, err := pd.Wait(ctx); err == nil {
+			t.Fatalf("isolated old leader committed queued write %d: %+v", i, res)
+		}
+		select {
+		case <-pd.Done():
+		case <-ctx.Done():
+			t.Fatalf("queued write %d never settled", i)
+		}
+	}
+	if got := leader.Stats().Outstanding; got != 0 {
+		t.Fatalf("%d proposals still outstanding on the isolated node", got)
+	}
 	var others []string
 	for _, id := range c.ids {
 		if id != leader.ID() {

@@ -117,4 +117,9 @@
 // leaves some futures unanswered when it shuts down (apply futures still in the buffered apply
 // channel, verify futures), so waits on raft futures go through Node.waitFuture, whose helper
 // goroutine may stay parked on such a dead future after Shutdown (it holds nothing).
+//
+// Proposals submitted here as leader are settled (slot freed, Pending done) by one goroutine,
+// runSettler, as the FSM applies them, not by a goroutine per write waiting on its future: that
+// cost about a fifth of the server's CPU on a standalone write load. A proposal still unapplied
+// after 100ms goes, with those queued behind it, to a goroutine of its own that reads the future.
 package consensus

@@ -61,6 +61,8 @@ type Node struct {
 	sidMu   sync.Mutex
 	lastSID int64 // last session id this node issued as leader
 	slots   chan struct{}
+	// settleq holds proposals submitted here as leader until runSettler settles them.
+	settleq chan *settling
 	stop    chan struct{}
 	ctx     context.Context // cancelled when shutdown begins; for the node's own calls
 	cancel  context.CancelFunc
@@ -117,6 +119,7 @@ func New(cfg Config) (*Node, error) {
 		sessions: newSessionTracker(),
 		notify:   make(chan bool, 16),
 		slots:    make(chan struct{}, cfg.MaxOutstanding),
+		settleq:  make(chan *settling, cfg.MaxOutstanding),
 		stop:     make(chan struct{}),
 		down:     make(chan struct{}),
 	}
@@ -154,6 +157,7 @@ func New(cfg Config) (*Node, error) {
 	n.wg.Go(n.monitor)
 	n.wg.Go(n.runNudger)
 	n.wg.Go(n.runSnapshotter)
+	n.wg.Go(n.runSettler)
 	return n, nil
 }
 

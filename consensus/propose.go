@@ -177,11 +177,17 @@ func (n *Node) start(ctx context.Context, c *command, localOnly bool) (*Pending,
 	}
 	n.stats.proposed.Add(1)
 	pd := &Pending{done: make(chan struct{}), delivered: pr.delivered, pr: pr}
-	if !n.goTracked(func() { n.complete(c, pr, at, pd, localOnly, restored) }) {
-		n.settle(c)
-		pd.err = ErrUnknownOutcome
-		close(pd.done)
+	if at.fut != nil {
+		if n.queueSettling(&settling{c: c, pr: pr, at: at, pd: pd, localOnly: localOnly, restored: restored}) {
+			return pd, nil
+		}
+	} else if n.goTracked(func() { n.complete(c, pr, at, pd, localOnly, restored) }) {
+		return pd, nil
 	}
+	// The node is closing: nothing will settle the proposal.
+	n.settle(c)
+	pd.err = ErrUnknownOutcome
+	close(pd.done)
 	return pd, nil
 }
 
