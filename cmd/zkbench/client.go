@@ -126,7 +126,9 @@ func dialClient(addr string, timeout time.Duration, onWatch func(jute.WatcherEve
 		_ = nc.Close()
 		return nil, fmt.Errorf("zkbench: connect request to %s: %w", addr, err)
 	}
-	br := bufio.NewReaderSize(nc, 64<<10)
+	// Larger replies bypass the buffer (ReadFull into the frame), so a small one serves every
+	// workload, and a session workload does not allocate 64 KiB per session it opens.
+	br := bufio.NewReaderSize(nc, 8<<10)
 	frame, err := jute.ReadFrame(br, nil, 0)
 	if err != nil {
 		_ = nc.Close()
@@ -365,15 +367,17 @@ func (c *client) close() error {
 	ch := make(chan reply, 1)
 	c.send(jute.OpCloseSession, nil, func(r reply) { ch <- r })
 	var err error
+	t := time.NewTimer(2 * time.Second)
 	select {
 	case r := <-ch:
 		err = r.result()
 		if errors.Is(err, errConnLost) {
 			err = fmt.Errorf("%w (%v)", errNoCloseReply, err)
 		}
-	case <-time.After(2 * time.Second):
+	case <-t.C:
 		err = fmt.Errorf("zkbench: closeSession: %w", jute.CodeOperationTimeout)
 	}
+	t.Stop()
 	c.fail(errClosed)
 	c.wg.Wait()
 	if errors.Is(err, errClosed) {

@@ -29,6 +29,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -87,8 +88,20 @@ func benchMain(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	benchFlags(fs, &cfg, &addrs)
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	smoke := fs.Bool("smoke", false, "run every workload briefly and check the results are sane")
+	cpuProfile := fs.String("cpuprofile", "", "write the load generator's own CPU profile here")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = f.Close() }()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	cfg.Addrs = splitAddrs(addrs)
 	if cfg.Progress == 0 && cfg.Duration > 10*time.Second {
