@@ -23,6 +23,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/zkd-io/zkd/internal/memtrim"
 	"github.com/zkd-io/zkd/server"
 )
 
@@ -125,6 +126,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	log.Info("zkd started", "version", server.Version, "client", srv.Addr(), "admin", srv.AdminAddr(),
 		"dataDir", st.cfg.Dir, "serverID", srv.Stats().ServerID, "peers", len(st.cfg.Peers))
+
+	// Return free heap to the OS when the server goes idle after a burst (a bulk load, a
+	// restart's replay): the process, not the embeddable server, owns that policy.
+	trimCtx, stopTrim := context.WithCancel(context.Background())
+	trimDone := make(chan struct{})
+	go func() {
+		defer close(trimDone)
+		memtrim.Run(trimCtx, memtrim.Defaults(), func(before, after uint64) {
+			log.Debug("returned free heap to the OS", "beforeMB", before>>20, "afterMB", after>>20)
+		})
+	}()
+	defer func() { stopTrim(); <-trimDone }()
 
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
