@@ -68,7 +68,8 @@ type Config struct {
 	OnServing func(serving bool)
 
 	// HeartbeatTimeout is how long a follower waits without contact before it starts an election.
-	// Zero means 300ms (a LAN: writes resume within about a second of a leader's death).
+	// Zero means 300ms (a LAN: writes resume within about a second of a leader's death), or 40ms
+	// for a node bootstrapped alone (no Peers, not NoBootstrap), which only waits for itself.
 	HeartbeatTimeout time.Duration
 	// ElectionTimeout is the candidate's timeout. Zero means HeartbeatTimeout.
 	ElectionTimeout time.Duration
@@ -122,6 +123,10 @@ type Config struct {
 	ContainerNeverUsedInterval int64
 }
 
+// standaloneHeartbeat is the default HeartbeatTimeout of a node bootstrapped alone: the wait
+// before it elects itself when it starts (raft picks a point between one and two timeouts).
+const standaloneHeartbeat = 40 * time.Millisecond
+
 func (c Config) withDefaults() Config {
 	if c.Addr == "" {
 		c.Addr = "127.0.0.1:0"
@@ -134,6 +139,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.HeartbeatTimeout == 0 {
 		c.HeartbeatTimeout = 300 * time.Millisecond
+		if len(c.Peers) == 0 && !c.NoBootstrap {
+			// A standalone node is its cluster's only voter: nobody else can lead, so the
+			// follower wait before its first election only delays serving after a restart, and
+			// its lease is met by itself alone.
+			c.HeartbeatTimeout = standaloneHeartbeat
+		}
 	}
 	if c.ElectionTimeout == 0 {
 		c.ElectionTimeout = c.HeartbeatTimeout

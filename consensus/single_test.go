@@ -125,3 +125,25 @@ func TestRestartKeepsWritesAndSnapshots(t *testing.T) {
 		t.Fatalf("state after restart differs (%d vs %d bytes)", len(after), len(before))
 	}
 }
+
+// A node bootstrapped alone is its only voter, so by default it waits only standaloneHeartbeat
+// before electing itself after a restart; members of a cluster, and nodes waiting to join one,
+// keep the LAN default, and an explicit timeout is kept as given.
+func TestStandaloneDefaultsToShortHeartbeat(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want time.Duration
+	}{
+		{"standalone", Config{}, standaloneHeartbeat},
+		{"joining", Config{NoBootstrap: true}, 300 * time.Millisecond},
+		{"cluster", Config{Peers: []Peer{{ID: "1", Addr: "a:1"}, {ID: "2", Addr: "b:1"}, {ID: "3", Addr: "c:1"}}}, 300 * time.Millisecond},
+		{"explicit", Config{HeartbeatTimeout: time.Second}, time.Second},
+	} {
+		c := tc.cfg.withDefaults()
+		if c.HeartbeatTimeout != tc.want || c.ElectionTimeout != tc.want || c.LeaderLeaseTimeout != tc.want/2 {
+			t.Errorf("%s: heartbeat %v, election %v, lease %v; want %v, %v, %v", tc.name,
+				c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout, tc.want, tc.want, tc.want/2)
+		}
+	}
+}
