@@ -50,6 +50,10 @@ type fsm struct {
 	wantSnapshot func()
 	// snaps times the snapshots this node persisted (mntr's snapshottime).
 	snaps snapshotTimes
+	// snapDir is the directory raft's file snapshot store writes under ("" in memory); paced
+	// counts the snapshot chunks written out early.
+	snapDir string
+	paced   atomic.Int64
 }
 
 // snapshotTimes counts persisted snapshots and how long each took, from capture to the sink's
@@ -171,7 +175,7 @@ func (f *fsm) applyTxn(zxid int64, c *command) *znode.Result {
 // Snapshot captures the current view; Persist writes it while applies continue.
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	f.sinceSnap.Store(0)
-	return &fsmSnapshot{view: f.view(), start: time.Now(), times: &f.snaps}, nil
+	return &fsmSnapshot{view: f.view(), start: time.Now(), times: &f.snaps, dir: f.snapDir, paced: &f.paced}, nil
 }
 
 // snapshotMagic starts every snapshot this package writes, followed by a format version byte.
@@ -216,11 +220,22 @@ type fsmSnapshot struct {
 	view  *znode.View
 	start time.Time
 	times *snapshotTimes
+	dir   string // the node's data directory ("" in memory), to pace the file's writeback
+	paced *atomic.Int64
 }
 
-// Persist streams the view into the sink; raft's snapshot store checksums and fsyncs it.
+// Persist streams the view into the sink; raft's snapshot store checksums and fsyncs it. The
+// file's pages are written out chunk by chunk as it grows (see snapshotSyncChunk).
 func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
-	bw := bufio.NewWriterSize(sink, 1<<16)
+	var out io.Writer = sink
+	if f := snapshotFile(s.dir, sink.ID()); f != nil {
+		defer f.Close()
+		out = &chunkSyncer{w: sink, chunk: snapshotSyncChunk, sync: func(off, n int64) {
+			writeOut(f, off, n)
+			s.paced.Add(1)
+		}}
+	}
+	bw := bufio.NewWriterSize(out, 1<<16)
 	err := writeSnapshot(bw, s.view)
 	if err == nil {
 		err = bw.Flush()

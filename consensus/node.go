@@ -200,6 +200,7 @@ func (n *Node) open() error {
 		if logs, err = raft.NewLogCache(512, durable); err != nil {
 			return fmt.Errorf("consensus: log cache: %w", err)
 		}
+		n.fsm.snapDir = dir
 		fss, err := raft.NewFileSnapshotStoreWithLogger(dir, cfg.SnapshotRetain, hl.Named("snapshots"))
 		if err != nil {
 			return fmt.Errorf("consensus: snapshot store: %w", err)

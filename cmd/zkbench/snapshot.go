@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -121,6 +122,9 @@ func snapshotRun(ctx context.Context, o compareOptions, s *server, mode string) 
 	}
 	cfg := snapshotSpec(o)
 	cfg.Addrs = s.addrs
+	// Snapshots of earlier runs may still be dirty in the page cache (a snapshot file need not be
+	// fsynced); their writeback would land on whichever server runs next.
+	syscall.Sync()
 	if o.Warmup > 0 {
 		warm := cfg
 		warm.Duration = o.Warmup
@@ -128,6 +132,7 @@ func snapshotRun(ctx context.Context, o compareOptions, s *server, mode string) 
 			return rec, fmt.Errorf("warm-up: %w", err)
 		}
 	}
+	syscall.Sync()
 	before, err := mntr(s.addrs[0])
 	if err != nil {
 		return rec, err
