@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -314,6 +315,9 @@ func compareTopology(ctx context.Context, o compareOptions, cmp *comparison, spe
 				}
 				cfg := spec.cfg
 				cfg.Addrs = servers[kind].addrs
+				// Whatever the previous run left dirty in the page cache (snapshot files need
+				// not be fsynced) is written back now, not during this run.
+				syscall.Sync()
 				res, err := run(ctx, cfg, nil)
 				rec := runRecord{Topology: topo, Bench: spec.Name, Server: kind, Repeat: rep, Result: res}
 				if err != nil {
