@@ -177,17 +177,12 @@ func (n *Node) start(ctx context.Context, c *command, localOnly bool) (*Pending,
 	}
 	n.stats.proposed.Add(1)
 	pd := &Pending{done: make(chan struct{}), delivered: pr.delivered, pr: pr}
-	if at.fut != nil {
-		if n.queueSettling(&settling{c: c, pr: pr, at: at, pd: pd, localOnly: localOnly, restored: restored}) {
-			return pd, nil
-		}
-	} else if n.goTracked(func() { n.complete(c, pr, at, pd, localOnly, restored) }) {
-		return pd, nil
+	s := &settling{c: c, pr: pr, at: at, pd: pd, localOnly: localOnly, restored: restored}
+	// A leader's own proposal goes to the settler; a forwarded one (or any once the node is
+	// closing) to its own settling goroutine, which fails it if the node is closing.
+	if at.fut == nil || !n.queueSettling(s) {
+		n.settleSlowly(s)
 	}
-	// The node is closing: nothing will settle the proposal.
-	n.settle(c)
-	pd.err = ErrUnknownOutcome
-	close(pd.done)
 	return pd, nil
 }
 

@@ -98,7 +98,8 @@ func (n *Node) settleApplied(s *settling) {
 	close(s.pd.done)
 }
 
-// settleSlowly hands a proposal to its own goroutine, which waits on the raft future.
+// settleSlowly hands a proposal to its own goroutine, complete, which waits on the raft future
+// or the forwarded call's reply; once the node is closing it fails the proposal at once.
 func (n *Node) settleSlowly(s *settling) {
 	if !n.goTracked(func() { n.complete(s.c, s.pr, s.at, s.pd, s.localOnly, s.restored) }) {
 		n.settle(s.c)

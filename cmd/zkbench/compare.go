@@ -360,25 +360,27 @@ func compareMemory(ctx context.Context, o compareOptions, cmp *comparison, base 
 	return errors.Join(errs...)
 }
 
+// startStandalone starts one server of the given kind alone, with its files under dir.
+func startStandalone(ctx context.Context, o compareOptions, kind, dir string, port int) (*server, error) {
+	if kind == kindZooKeeper {
+		return startZooKeeper(ctx, o.Anchor, dir, port, 1)
+	}
+	return startZkd(ctx, o.ZkdBin, o.ZkdArgs, dir, port, 1)
+}
+
 func measureMemory(ctx context.Context, o compareOptions, kind string, n, port int, logf func(string, ...any)) (memRecord, error) {
 	rec := memRecord{Server: kind, Znodes: n}
 	dir := filepath.Join(o.Work, fmt.Sprintf("mem-%s-%d", strings.ToLower(kind), n))
 	defer func() { _ = os.RemoveAll(dir) }()
-	var s *server
-	var err error
 	t0 := time.Now()
-	if kind == kindZooKeeper {
-		s, err = startZooKeeper(ctx, o.Anchor, dir, port, 1)
-		if err == nil {
-			if lt, lerr := s.launchTime(); lerr == nil {
-				t0 = lt
-			}
-		}
-	} else {
-		s, err = startZkd(ctx, o.ZkdBin, o.ZkdArgs, dir, port, 1)
-	}
+	s, err := startStandalone(ctx, o, kind, dir, port)
 	if err != nil {
 		return rec, err
+	}
+	if kind == kindZooKeeper {
+		if lt, lerr := s.launchTime(); lerr == nil {
+			t0 = lt
+		}
 	}
 	defer func() { _ = s.stop() }()
 	rec.StartupMS = msSince(t0)

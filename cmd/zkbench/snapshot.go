@@ -68,13 +68,7 @@ func compareSnapshots(ctx context.Context, o compareOptions, cmp *comparison, ba
 	}()
 	for k, kind := range kinds {
 		dir := filepath.Join(o.Work, "snap-"+strings.ToLower(kind))
-		var s *server
-		var err error
-		if kind == kindZooKeeper {
-			s, err = startZooKeeper(ctx, o.Anchor, dir, base+k*50, 1)
-		} else {
-			s, err = startZkd(ctx, o.ZkdBin, o.ZkdArgs, dir, base+k*50, 1)
-		}
+		s, err := startStandalone(ctx, o, kind, dir, base+k*50)
 		if err != nil {
 			return fmt.Errorf("zkbench: snapshot %s: %w", kind, err)
 		}
@@ -122,9 +116,6 @@ func snapshotRun(ctx context.Context, o compareOptions, s *server, mode string) 
 	}
 	cfg := snapshotSpec(o)
 	cfg.Addrs = s.addrs
-	// Snapshots of earlier runs may still be dirty in the page cache (a snapshot file need not be
-	// fsynced); their writeback would land on whichever server runs next.
-	syscall.Sync()
 	if o.Warmup > 0 {
 		warm := cfg
 		warm.Duration = o.Warmup
@@ -132,6 +123,8 @@ func snapshotRun(ctx context.Context, o compareOptions, s *server, mode string) 
 			return rec, fmt.Errorf("warm-up: %w", err)
 		}
 	}
+	// Snapshots of earlier runs and of the warm-up may still be dirty in the page cache (a
+	// snapshot file need not be fsynced); their writeback would land on this run.
 	syscall.Sync()
 	before, err := mntr(s.addrs[0])
 	if err != nil {
