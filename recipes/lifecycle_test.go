@@ -128,3 +128,47 @@ func TestNewSessionAdoptsConn(t *testing.T) {
 	}
 	_ = l2.Unlock(ctx)
 }
+
+// TestNewSessionOnLiveConnSuspends adopts a connection that already has its session, so the
+// Session starts connected, and checks that a disconnection then closes Suspended once and a
+// reconnection resumes it.
+func TestNewSessionOnLiveConnSuspends(t *testing.T) {
+	addrs := testServer(t)
+	ctx := testCtx(t, 30*time.Second)
+	f := &faults{}
+	conn, events, err := zk.Connect(addrs, testTimeout, zk.WithLogger(quietLogger{}), zk.WithDialer(f.dial))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for conn.State() != zk.StateHasSession {
+		select {
+		case <-events:
+		case <-ctx.Done():
+			t.Fatal("no session")
+		}
+	}
+	s := NewSession(conn, events, testTimeout)
+	defer s.Close()
+	suspended := s.Suspended()
+	if isClosed(suspended) {
+		t.Fatal("Suspended is closed on a connected session")
+	}
+	f.partition()
+	select {
+	case <-suspended:
+	case <-ctx.Done():
+		t.Fatal("disconnection not seen")
+	}
+	f.heal()
+	for isClosed(s.Suspended()) {
+		select {
+		case <-time.After(10 * time.Millisecond):
+		case <-ctx.Done():
+			t.Fatal("no reconnection")
+		}
+	}
+	if s.ID() != conn.SessionID() {
+		t.Fatalf("ID = %#x; want %#x", s.ID(), conn.SessionID())
+	}
+}

@@ -91,8 +91,7 @@ func NewSession(conn *zk.Conn, events <-chan zk.Event, timeout time.Duration) *S
 	s.mu.Lock()
 	if conn.State() == zk.StateHasSession {
 		s.mu.id = conn.SessionID()
-		s.mu.connected = true
-		close(s.mu.resumed)
+		s.setConnectedLocked()
 	}
 	s.mu.Unlock()
 	s.wg.Go(s.deleter)
@@ -213,11 +212,7 @@ func (s *Session) handle(ev zk.Event) {
 			s.mu.timer.Stop()
 			s.mu.timer = nil
 		}
-		if !s.mu.connected {
-			s.mu.connected = true
-			close(s.mu.resumed)
-			s.mu.suspended = make(chan struct{})
-		}
+		s.setConnectedLocked()
 		select {
 		case s.wake <- struct{}{}:
 		default:
@@ -230,6 +225,16 @@ func (s *Session) handle(ev zk.Event) {
 		s.setDisconnectedLocked(false)
 	case zk.StateDisconnected, zk.StateConnecting, zk.StateAuthFailed:
 		s.setDisconnectedLocked(true)
+	}
+}
+
+// setConnectedLocked marks the connection up: resumed is closed and suspended is a fresh channel
+// that the next disconnection closes.
+func (s *Session) setConnectedLocked() {
+	if !s.mu.connected {
+		s.mu.connected = true
+		close(s.mu.resumed)
+		s.mu.suspended = make(chan struct{})
 	}
 }
 
