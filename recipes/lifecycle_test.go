@@ -94,14 +94,8 @@ func TestNativeAndCuratorAgree(t *testing.T) {
 // TestNewSessionAdoptsConn drives a Session from a connection and event channel the caller
 // created, and checks that it follows an expiry through that channel.
 func TestNewSessionAdoptsConn(t *testing.T) {
-	addrs := testServer(t)
 	ctx := testCtx(t, 30*time.Second)
-	f := &faults{}
-	conn, events, err := zk.Connect(addrs, testTimeout, zk.WithLogger(quietLogger{}), zk.WithDialer(f.dial))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	f, conn, events := faultyConn(t)
 	s := NewSession(conn, events, testTimeout)
 	defer s.Close()
 	p := testPath(t)
@@ -133,14 +127,8 @@ func TestNewSessionAdoptsConn(t *testing.T) {
 // Session starts connected, and checks that a disconnection then closes Suspended once and a
 // reconnection resumes it.
 func TestNewSessionOnLiveConnSuspends(t *testing.T) {
-	addrs := testServer(t)
 	ctx := testCtx(t, 30*time.Second)
-	f := &faults{}
-	conn, events, err := zk.Connect(addrs, testTimeout, zk.WithLogger(quietLogger{}), zk.WithDialer(f.dial))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	f, conn, events := faultyConn(t)
 	for conn.State() != zk.StateHasSession {
 		select {
 		case <-events:
@@ -171,4 +159,17 @@ func TestNewSessionOnLiveConnSuspends(t *testing.T) {
 	if s.ID() != conn.SessionID() {
 		t.Fatalf("ID = %#x; want %#x", s.ID(), conn.SessionID())
 	}
+}
+
+// faultyConn connects go-zookeeper to a test server through a faults dialer. The caller owns
+// the event channel; the connection is closed when the test ends.
+func faultyConn(t *testing.T) (*faults, *zk.Conn, <-chan zk.Event) {
+	t.Helper()
+	f := &faults{}
+	conn, events, err := zk.Connect(testServer(t), testTimeout, zk.WithLogger(quietLogger{}), zk.WithDialer(f.dial))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	return f, conn, events
 }
