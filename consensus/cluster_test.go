@@ -1,6 +1,7 @@
 package consensus
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -387,4 +388,59 @@ func TestOneWayPartition(t *testing.T) {
 	c.fab.Heal()
 	c.converge()
 	eventually(t, 5*time.Second, "the follower to serve again", f.Serving)
+}
+
+// TestForwardedCommitIsRelayed checks that a follower answering a forwarded write does not wait
+// for the leader's next AppendEntries to learn that the write committed: with a CommitTimeout of
+// a second, each write would otherwise take a second or more.
+func TestForwardedCommitIsRelayed(t *testing.T) {
+	c := newCluster(t, 3, false, func(cfg *Config) { cfg.CommitTimeout = time.Second })
+	c.leader()
+	f := c.followers()[0]
+	ctx := ctxT(t, 60*time.Second)
+	const writes = 10
+	start := time.Now()
+	for i := range writes {
+		res, err := f.Propose(ctx, createReq(fmt.Sprintf("/relay%d", i), nil, jute.ModePersistent))
+		if err != nil || res.Err != nil {
+			t.Fatalf("write %d: %v %v", i, err, res.Err)
+		}
+	}
+	took := time.Since(start)
+	st := f.Stats()
+	t.Logf("%d forwarded writes in %v; relayed %d, waited for the entry %d, refused %d", writes, took, st.Relayed, st.RelayWaited, st.RelayRefused)
+	if st.Relayed == 0 {
+		t.Fatal("no commit was relayed")
+	}
+	if took > writes*time.Second/2 {
+		t.Fatalf("%d forwarded writes took %v: the follower waited for the leader's idle AppendEntries", writes, took)
+	}
+	c.converge()
+}
+
+// TestLeaderAnnouncesCommits checks that followers learn the leader's commits without waiting
+// for its idle AppendEntries (CommitTimeout is a second here): each write made on the leader
+// must be applied on both followers well within that.
+func TestLeaderAnnouncesCommits(t *testing.T) {
+	c := newCluster(t, 3, false, func(cfg *Config) { cfg.CommitTimeout = time.Second })
+	l := c.leader()
+	ctx := ctxT(t, 60*time.Second)
+	for i := range 10 {
+		res, err := l.Propose(ctx, createReq(fmt.Sprintf("/ann%d", i), nil, jute.ModePersistent))
+		if err != nil || res.Err != nil {
+			t.Fatalf("write %d: %v %v", i, err, res.Err)
+		}
+		for _, f := range c.followers() {
+			wctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+			err := f.WaitApplied(wctx, res.Zxid)
+			cancel()
+			if err != nil {
+				t.Fatalf("write %d not applied on %s within 500ms: %v", i, f.ID(), err)
+			}
+		}
+	}
+	if got := l.Stats().Announced; got == 0 {
+		t.Fatal("the leader announced no commit")
+	}
+	c.converge()
 }

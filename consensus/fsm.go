@@ -37,6 +37,8 @@ type fsm struct {
 	onRestore func(zxid int64)
 	// deliver hands the result of an entry this node proposed to its waiting proposer.
 	deliver func(seq uint64, c *command, r *znode.Result)
+	// batchApplied is told the index and term of the last entry of every applied batch.
+	batchApplied func(index, term uint64)
 	// restored is called after a snapshot replaced the tree: entries up to it were never applied
 	// one by one, so their proposers will not get a result.
 	restored func()
@@ -115,6 +117,10 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 			continue
 		}
 		out[i] = f.applyCommand(l)
+	}
+	if f.batchApplied != nil && len(logs) > 0 {
+		last := logs[len(logs)-1]
+		f.batchApplied(last.Index, last.Term)
 	}
 	return out
 }

@@ -128,54 +128,60 @@ func (n *Node) leaderTransfer() error {
 
 // Stats is a point-in-time summary of a node, for four-letter words and metrics.
 type Stats struct {
-	ID          string
-	State       string // Leader, Follower, Candidate or Shutdown
-	LeaderID    string
-	LeaderAddr  string
-	Term        uint64
-	Ready       bool // an established leader
-	Serving     bool
-	LastZxid    int64  // last transaction applied by this node's FSM
-	CommitIndex uint64 // Raft's commit index as this node knows it
-	LastIndex   uint64 // last index in this node's log
-	Outstanding int    // proposals of this node not yet settled
-	Proposed    int64  // proposals submitted (locally or forwarded)
-	Forwarded   int64  // proposals forwarded to another leader
-	Retried     int64  // submissions retried because nothing was proposed
-	Unknown     int64  // proposals answered with ErrUnknownOutcome
-	Applied     int64  // transactions applied by this node's FSM since start
-	Expired     int64  // sessions this node expired as leader
-	Reaped      int64  // nodes this node reaped as leader
-	Nudged      int64  // barriers appended as leader so followers learn a forwarded commit at once
-	Tracked     int    // sessions with a liveness deadline on this node
-	Snapshots   SnapshotTimes
+	ID           string
+	State        string // Leader, Follower, Candidate or Shutdown
+	LeaderID     string
+	LeaderAddr   string
+	Term         uint64
+	Ready        bool // an established leader
+	Serving      bool
+	LastZxid     int64  // last transaction applied by this node's FSM
+	CommitIndex  uint64 // Raft's commit index as this node knows it
+	LastIndex    uint64 // last index in this node's log
+	Outstanding  int    // proposals of this node not yet settled
+	Proposed     int64  // proposals submitted (locally or forwarded)
+	Forwarded    int64  // proposals forwarded to another leader
+	Retried      int64  // submissions retried because nothing was proposed
+	Unknown      int64  // proposals answered with ErrUnknownOutcome
+	Applied      int64  // transactions applied by this node's FSM since start
+	Expired      int64  // sessions this node expired as leader
+	Reaped       int64  // nodes this node reaped as leader
+	Announced    int64  // commits announced to the followers as leader (relay.go)
+	Relayed      int64  // forwarded commits this follower passed on to its own Raft (relay.go)
+	RelayWaited  int64  // times a forwarded commit waited for its entry to reach the local log
+	RelayRefused int64  // relayed commits the local Raft refused (it moved to a later term)
+	Tracked      int    // sessions with a liveness deadline on this node
+	Snapshots    SnapshotTimes
 }
 
 // Stats returns the node's counters.
 func (n *Node) Stats() Stats {
 	addr, id := n.raft.LeaderWithID()
 	return Stats{
-		ID:          n.cfg.ID,
-		State:       n.raft.State().String(),
-		LeaderID:    string(id),
-		LeaderAddr:  string(addr),
-		Term:        n.raft.CurrentTerm(),
-		Ready:       n.IsLeader(),
-		Serving:     n.Serving(),
-		LastZxid:    n.LastZxid(),
-		CommitIndex: n.raft.CommitIndex(),
-		LastIndex:   n.raft.LastIndex(),
-		Outstanding: len(n.slots),
-		Proposed:    n.stats.proposed.Load(),
-		Forwarded:   n.stats.forwarded.Load(),
-		Retried:     n.stats.retried.Load(),
-		Unknown:     n.stats.unknown.Load(),
-		Applied:     n.fsm.applies.Load(),
-		Expired:     n.stats.expired.Load(),
-		Reaped:      n.stats.reaped.Load(),
-		Nudged:      n.stats.nudged.Load(),
-		Tracked:     n.sessions.len(),
-		Snapshots:   n.fsm.snaps.read(),
+		ID:           n.cfg.ID,
+		State:        n.raft.State().String(),
+		LeaderID:     string(id),
+		LeaderAddr:   string(addr),
+		Term:         n.raft.CurrentTerm(),
+		Ready:        n.IsLeader(),
+		Serving:      n.Serving(),
+		LastZxid:     n.LastZxid(),
+		CommitIndex:  n.raft.CommitIndex(),
+		LastIndex:    n.raft.LastIndex(),
+		Outstanding:  len(n.slots),
+		Proposed:     n.stats.proposed.Load(),
+		Forwarded:    n.stats.forwarded.Load(),
+		Retried:      n.stats.retried.Load(),
+		Unknown:      n.stats.unknown.Load(),
+		Applied:      n.fsm.applies.Load(),
+		Expired:      n.stats.expired.Load(),
+		Reaped:       n.stats.reaped.Load(),
+		Announced:    n.stats.announced.Load(),
+		Relayed:      n.stats.relayed.Load(),
+		RelayWaited:  n.stats.relayWaited.Load(),
+		RelayRefused: n.stats.relayRefused.Load(),
+		Tracked:      n.sessions.len(),
+		Snapshots:    n.fsm.snaps.read(),
 	}
 }
 

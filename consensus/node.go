@@ -76,16 +76,20 @@ type Node struct {
 	catchingUp atomic.Bool
 
 	stats struct {
-		proposed  atomic.Int64
-		forwarded atomic.Int64
-		retried   atomic.Int64
-		unknown   atomic.Int64
-		expired   atomic.Int64
-		reaped    atomic.Int64
-		nudged    atomic.Int64
+		proposed     atomic.Int64
+		forwarded    atomic.Int64
+		retried      atomic.Int64
+		unknown      atomic.Int64
+		expired      atomic.Int64
+		reaped       atomic.Int64
+		announced    atomic.Int64
+		relayed      atomic.Int64
+		relayWaited  atomic.Int64
+		relayRefused atomic.Int64
 	}
-	nudge *nudger
-	snap  chan struct{} // the FSM asks for a snapshot (SnapshotBytes)
+	announce *announcement
+	relay    *relay
+	snap     chan struct{} // the FSM asks for a snapshot (SnapshotBytes)
 
 	mu struct {
 		sync.Mutex
@@ -130,11 +134,13 @@ func New(cfg Config) (*Node, error) {
 	n.mu.conns = make(map[net.Conn]struct{})
 	n.mu.touches = make(map[int64]struct{})
 
-	n.nudge = newNudger()
+	n.announce = newAnnouncement()
+	n.relay = newRelay()
 	n.fsm = newFSM(n.log, n.origin)
 	n.fsm.onApply = cfg.OnApply
 	n.fsm.onRestore = cfg.OnRestore
 	n.fsm.deliver = n.deliver
+	n.fsm.batchApplied = n.announce.applied
 	n.fsm.sessions = n.sessions
 	n.fsm.restored = n.restoredTree
 	n.snap = make(chan struct{}, 1)
@@ -155,7 +161,8 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.wg.Go(n.acceptLoop)
 	n.wg.Go(n.monitor)
-	n.wg.Go(n.runNudger)
+	n.wg.Go(n.runAnnouncer)
+	n.wg.Go(n.runRelay)
 	n.wg.Go(n.runSnapshotter)
 	n.wg.Go(n.runSettler)
 	return n, nil
@@ -207,6 +214,12 @@ func (n *Node) open() error {
 		}
 		snaps = fss
 	}
+	last, err := logs.LastIndex()
+	if err != nil {
+		return fmt.Errorf("consensus: read log: %w", err)
+	}
+	n.relay.storedThrough(last)
+	logs = relayedLogs{LogStore: logs, r: n.relay}
 	n.logs = logs
 
 	n.layer = newStreamLayer(ln.Addr(), cfg.Network)

@@ -279,10 +279,13 @@ func (n *Node) complete(c *command, pr *proposal, at attempt, pd *Pending, local
 			select {
 			case r := <-at.reply:
 				status, detail = r.status, r.err
-				if r.err != nil {
+				switch {
+				case r.err != nil:
 					status = statusUnknown
-				} else if r.status != statusOK {
+				case r.status != statusOK:
 					detail = errors.New(string(r.payload))
+				case len(r.payload) >= 16:
+					n.relay.committed(binary.BigEndian.Uint64(r.payload), binary.BigEndian.Uint64(r.payload[8:]))
 				}
 			case <-pr.delivered:
 				status = statusOK

@@ -30,6 +30,7 @@ const (
 	rpcAddVoter
 	rpcRemoveServer
 	rpcTransfer
+	rpcCommitted // the leader's announcement of a commit (relay.go); answered at once
 )
 
 // Reply statuses.
@@ -248,13 +249,19 @@ func (n *Node) serveRPC(conn net.Conn) {
 			if !n.goTracked(func() {
 				status, msg := classifyApply(n.waitFuture(fut, 0))
 				if status == statusOK {
-					msg = binary.BigEndian.AppendUint64(nil, fut.Index())
-					n.nudge.forwardedApplied(n.raft.LastIndex())
+					// The index and this leader's term let the follower relay the commit to its
+					// own Raft (relay.go).
+					msg = commitPayload(fut.Index(), n.raft.CurrentTerm())
 				}
 				reply(id, status, msg)
 			}) {
 				return
 			}
+		case rpcCommitted:
+			if len(payload) >= 16 {
+				n.relay.committed(binary.BigEndian.Uint64(payload), binary.BigEndian.Uint64(payload[8:]))
+			}
+			reply(id, statusOK, nil)
 		default:
 			if !n.goTracked(func() {
 				status, out := n.handleRPC(kind, payload)

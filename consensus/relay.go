@@ -1,0 +1,276 @@
+package consensus
+
+import (
+	"encoding/binary"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// A follower learns the commit index only from the leader's AppendEntries: the next one carrying
+// a later entry, or the idle one sent every CommitTimeout (2-4ms). A write forwarded by a follower
+// is answered there only once the follower applied it, so without help a lone client on a
+// follower waits that interval on every write.
+//
+// So the leader tells its followers what it commits, as ZooKeeper's leader sends COMMIT: its reply
+// to a forwarded write carries the entry's index and the leader's term, and after applying
+// entries with nothing newer appended (so no AppendEntries is about to carry the commit index) it
+// sends the same pair to every other server over the cluster RPC (announce). A follower hands that
+// fact to its own Raft as the
+// AppendEntries the leader would send next, with no entries: term T, previous entry (C, T),
+// commit index C. Raft accepts it only as the leader's message would be accepted: a follower in a
+// later term ignores it, and one whose log does not hold entry C with term T rejects it. When it
+// is accepted, the follower's log matches the leader's up to C (the log matching property), and C
+// is committed (the leader said so), so committing through C is exactly what the leader's next
+// message would make it do. The message is sent to this node's own Raft transport over loopback;
+// no fsync and no round trip to the leader stand between the reply and the local apply.
+//
+// When the reply arrives before the entry itself (this follower was not in the commit's quorum),
+// the relay waits until the local log store holds the entry: relaying earlier would make Raft log
+// a warning and refuse.
+type relay struct {
+	wake chan struct{}
+	mu   sync.Mutex
+	// the highest forwarded commit reported by the leader and not yet relayed or applied
+	index, term uint64
+	stored      uint64 // the last index the local log store holds
+}
+
+func newRelay() *relay { return &relay{wake: make(chan struct{}, 1)} }
+
+func (r *relay) signal() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// committed records that the leader committed entry index in term.
+func (r *relay) committed(index, term uint64) {
+	r.mu.Lock()
+	if index > r.index {
+		r.index, r.term = index, term
+	}
+	r.mu.Unlock()
+	r.signal()
+}
+
+// storedThrough records that the local log now ends at index.
+func (r *relay) storedThrough(index uint64) {
+	r.mu.Lock()
+	r.stored = index
+	ready := r.index != 0 && r.index <= index
+	r.mu.Unlock()
+	if ready {
+		r.signal()
+	}
+}
+
+// next returns the commit to relay now, or index 0 if there is none or its entry is not stored
+// yet (then it stays pending). applied is the local Raft's last applied index.
+func (r *relay) next(applied uint64) (index, term uint64, waited bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.index <= applied {
+		r.index, r.term = 0, 0
+		return 0, 0, false
+	}
+	if r.stored < r.index {
+		return 0, 0, true
+	}
+	index, term = r.index, r.term
+	r.index, r.term = 0, 0
+	return index, term, false
+}
+
+// runRelay passes the forwarded commits on to the local Raft until the node stops; it is the
+// relay's only goroutine, so at most one relayed message is in flight.
+func (n *Node) runRelay() {
+	for {
+		select {
+		case <-n.relay.wake:
+		case <-n.stop:
+			return
+		}
+		index, term, waiting := n.relay.next(n.raft.AppliedIndex())
+		if waiting {
+			n.stats.relayWaited.Add(1)
+		}
+		if index == 0 {
+			continue
+		}
+		leaderAddr, leaderID := n.raft.LeaderWithID()
+		if leaderID == "" || leaderID == raft.ServerID(n.cfg.ID) {
+			continue
+		}
+		req := &raft.AppendEntriesRequest{
+			RPCHeader: raft.RPCHeader{
+				ProtocolVersion: raft.ProtocolVersionMax,
+				ID:              []byte(leaderID),
+				Addr:            n.trans.EncodePeer(leaderID, leaderAddr),
+			},
+			Term:              term,
+			PrevLogEntry:      index,
+			PrevLogTerm:       term,
+			LeaderCommitIndex: index,
+		}
+		var resp raft.AppendEntriesResponse
+		if err := n.trans.AppendEntries(raft.ServerID(n.cfg.ID), n.selfAddr(), req, &resp); err != nil {
+			n.log.Debug("commit relay failed", "index", index, "err", err)
+			continue
+		}
+		if resp.Success {
+			n.stats.relayed.Add(1)
+		} else {
+			n.stats.relayRefused.Add(1)
+		}
+	}
+}
+
+// relayedLogs is the node's Raft log store; it tells the relay how far the log reaches.
+type relayedLogs struct {
+	raft.LogStore
+	r *relay
+}
+
+func (l relayedLogs) StoreLog(log *raft.Log) error {
+	return l.StoreLogs([]*raft.Log{log})
+}
+
+func (l relayedLogs) StoreLogs(logs []*raft.Log) error {
+	if err := l.LogStore.StoreLogs(logs); err != nil {
+		return err
+	}
+	if len(logs) > 0 {
+		l.r.storedThrough(logs[len(logs)-1].Index)
+	}
+	return nil
+}
+
+func (l relayedLogs) DeleteRange(min, max uint64) error {
+	err := l.LogStore.DeleteRange(min, max)
+	if last, lerr := l.LogStore.LastIndex(); lerr == nil {
+		l.r.storedThrough(last)
+	}
+	return err
+}
+
+// IsMonotonic passes on the store's answer: raft treats a monotonic store differently after a
+// snapshot restore.
+func (l relayedLogs) IsMonotonic() bool {
+	m, ok := l.LogStore.(raft.MonotonicLogStore)
+	return ok && m.IsMonotonic()
+}
+
+// selfAddr is the address this node's own Raft transport can be dialled at.
+func (n *Node) selfAddr() raft.ServerAddress {
+	a, ok := n.ln.Addr().(*net.TCPAddr)
+	if !ok || !a.IP.IsUnspecified() {
+		return raft.ServerAddress(n.ln.Addr().String())
+	}
+	ip := net.IPv4(127, 0, 0, 1)
+	if a.IP.To4() == nil {
+		ip = net.IPv6loopback
+	}
+	return raft.ServerAddress((&net.TCPAddr{IP: ip, Port: a.Port}).String())
+}
+
+// announcement is the leader's latest applied entry, to be announced to the followers.
+type announcement struct {
+	wake        chan struct{}
+	mu          sync.Mutex
+	index, term uint64
+}
+
+func newAnnouncement() *announcement { return &announcement{wake: make(chan struct{}, 1)} }
+
+// applied records the last entry of a batch the FSM applied (on any node; only a leader
+// announces).
+func (a *announcement) applied(index, term uint64) {
+	a.mu.Lock()
+	a.index, a.term = index, term
+	a.mu.Unlock()
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (a *announcement) load() (index, term uint64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.index, a.term
+}
+
+// commitPayload encodes a committed index and the leader's term.
+func commitPayload(index, term uint64) []byte {
+	return binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, index), term)
+}
+
+// runAnnouncer sends the leader's commits to the other servers until the node stops; it is the
+// announcement's only goroutine. Each peer has at most one announcement in flight, so a peer that
+// is slow to dial delays only its own.
+func (n *Node) runAnnouncer() {
+	var (
+		sent    uint64
+		peers   []string
+		peersAt time.Time
+		busy    = map[string]*atomic.Bool{}
+	)
+	for {
+		select {
+		case <-n.announce.wake:
+		case <-n.stop:
+			return
+		}
+		index, term := n.announce.load()
+		if index <= sent || n.raft.State() != raft.Leader || n.raft.LastIndex() > index {
+			continue // announced, not ours to do, or a later entry's AppendEntries will carry it
+		}
+		if peers == nil || time.Since(peersAt) > time.Second {
+			peers, peersAt = n.peerAddrs(), time.Now()
+		}
+		sent = index
+		n.stats.announced.Add(1)
+		payload := commitPayload(index, term)
+		for _, addr := range peers {
+			b := busy[addr]
+			if b == nil {
+				b = new(atomic.Bool)
+				busy[addr] = b
+			}
+			if !b.CompareAndSwap(false, true) {
+				continue
+			}
+			cl, err := n.rpcClientFor(addr)
+			if err != nil {
+				b.Store(false)
+				continue
+			}
+			if !n.goTracked(func() {
+				defer b.Store(false)
+				_, _, _ = cl.send(n.ctx, rpcCommitted, payload)
+			}) {
+				return
+			}
+		}
+	}
+}
+
+// peerAddrs returns the addresses of the other servers in the latest configuration.
+func (n *Node) peerAddrs() []string {
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return nil
+	}
+	var addrs []string
+	for _, s := range f.Configuration().Servers {
+		if s.ID != raft.ServerID(n.cfg.ID) {
+			addrs = append(addrs, string(s.Address))
+		}
+	}
+	return addrs
+}
