@@ -376,8 +376,14 @@ func TestPipelinedReadsSeeExactlyEarlierWrites(t *testing.T) {
 
 // TestCloseSessionAlwaysAnswered closes many sessions at once: every closeSession gets its reply
 // before the socket closes, even when the server's housekeeping notices the closed session first.
+// Housekeeping runs every 20ms tick, but sessions may keep the 10s they ask for: with the default
+// cap of 20 ticks (400ms), a stall of the race-enabled test run could expire a session before its
+// closeSession is read, and the server rightly closes an expired session's socket unanswered.
 func TestCloseSessionAlwaysAnswered(t *testing.T) {
-	s := zkdtest.Start(t, zkdtest.WithConfig(func(c *server.Config) { c.TickTime = 20 * time.Millisecond }))
+	s := zkdtest.Start(t, zkdtest.WithConfig(func(c *server.Config) {
+		c.TickTime = 20 * time.Millisecond
+		c.MaxSessionTimeout = 10 * time.Second
+	}))
 	const workers, each = 8, 40
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)
