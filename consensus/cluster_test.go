@@ -439,6 +439,31 @@ func TestLeaderAnnouncesCommits(t *testing.T) {
 			}
 		}
 	}
+	// A burst: commits offered while an announcement is still being sent must follow it.
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var last int64
+	for i := range 32 {
+		wg.Go(func() {
+			res, err := l.Propose(ctx, createReq(fmt.Sprintf("/burst%d", i), nil, jute.ModePersistent))
+			if err != nil || res.Err != nil {
+				t.Errorf("burst write %d: %v %v", i, err, res.Err)
+				return
+			}
+			mu.Lock()
+			last = max(last, res.Zxid)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	for _, f := range c.followers() {
+		wctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		err := f.WaitApplied(wctx, last)
+		cancel()
+		if err != nil {
+			t.Fatalf("the burst's last write not applied on %s within 500ms: %v", f.ID(), err)
+		}
+	}
 	if got := l.Stats().Announced; got == 0 {
 		t.Fatal("the leader announced no commit")
 	}

@@ -77,8 +77,8 @@ type Config struct {
 	// Zero means HeartbeatTimeout/2.
 	LeaderLeaseTimeout time.Duration
 	// CommitTimeout is the leader's idle interval between AppendEntries that carry the commit
-	// index; it bounds how late an idle follower applies a write, and so how long a write forwarded
-	// by a follower waits for the follower's own apply. Zero means 2ms.
+	// index. Followers learn commits from the leader's announcements (relay.go), so this only
+	// bounds how late a follower applies a write whose announcement was lost. Zero means 50ms.
 	CommitTimeout time.Duration
 
 	// SnapshotThreshold is how many log entries since the last snapshot trigger a new one.
@@ -153,7 +153,7 @@ func (c Config) withDefaults() Config {
 		c.LeaderLeaseTimeout = c.HeartbeatTimeout / 2
 	}
 	if c.CommitTimeout == 0 {
-		c.CommitTimeout = 2 * time.Millisecond
+		c.CommitTimeout = 50 * time.Millisecond
 	}
 	if c.SnapshotThreshold == 0 {
 		c.SnapshotThreshold = 100000

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"net"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -211,14 +210,14 @@ func commitPayload(index, term uint64) []byte {
 }
 
 // runAnnouncer sends the leader's commits to the other servers until the node stops; it is the
-// announcement's only goroutine. Each peer has at most one announcement in flight, so a peer that
-// is slow to dial delays only its own.
+// announcement's only goroutine besides one sender per peer while that peer has something to be
+// sent, so a peer that is slow to dial delays only its own announcements.
 func (n *Node) runAnnouncer() {
 	var (
 		sent    uint64
 		peers   []string
 		peersAt time.Time
-		busy    = map[string]*atomic.Bool{}
+		states  = map[string]*peerAnnouncement{}
 	)
 	for {
 		select {
@@ -235,27 +234,53 @@ func (n *Node) runAnnouncer() {
 		}
 		sent = index
 		n.stats.announced.Add(1)
-		payload := commitPayload(index, term)
 		for _, addr := range peers {
-			b := busy[addr]
-			if b == nil {
-				b = new(atomic.Bool)
-				busy[addr] = b
+			p := states[addr]
+			if p == nil {
+				p = &peerAnnouncement{addr: addr}
+				states[addr] = p
 			}
-			if !b.CompareAndSwap(false, true) {
-				continue
-			}
-			cl, err := n.rpcClientFor(addr)
-			if err != nil {
-				b.Store(false)
-				continue
-			}
-			if !n.goTracked(func() {
-				defer b.Store(false)
-				_, _, _ = cl.send(n.ctx, rpcCommitted, payload)
-			}) {
+			if p.offer(index, term) && !n.goTracked(func() { n.announceTo(p) }) {
 				return
 			}
+		}
+	}
+}
+
+// peerAnnouncement is what one peer is still to be told.
+type peerAnnouncement struct {
+	addr        string
+	mu          sync.Mutex
+	sending     bool   // a sender goroutine runs for this peer
+	index, term uint64 // the latest commit to announce
+	sent        uint64 // the latest commit announced
+}
+
+// offer records a newer commit and reports whether a sender must be started for it.
+func (p *peerAnnouncement) offer(index, term uint64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.index, p.term = index, term
+	start := !p.sending
+	p.sending = true
+	return start
+}
+
+// announceTo sends p its latest commit until nothing newer is left, so a commit offered while
+// an earlier one was being sent is not lost.
+func (n *Node) announceTo(p *peerAnnouncement) {
+	for {
+		p.mu.Lock()
+		if p.index <= p.sent {
+			p.sending = false
+			p.mu.Unlock()
+			return
+		}
+		index, term := p.index, p.term
+		p.sent = index
+		p.mu.Unlock()
+		if cl, err := n.rpcClientFor(p.addr); err == nil {
+			_, _, _ = cl.send(n.ctx, rpcCommitted, commitPayload(index, term))
 		}
 	}
 }
