@@ -85,7 +85,9 @@ func unmarshalCommand(b []byte) (command, error) {
 	}
 	c.time = int64(binary.BigEndian.Uint64(b[2:]))
 	c.session = int64(binary.BigEndian.Uint64(b[10:]))
-	d := jute.NewDecoder(b[cmdHeaderSize:], len(b))
+	// The body aliases b: log entries and RPC frames are never modified after they are decoded,
+	// and the transaction decoded from the body copies what it keeps.
+	d := jute.NewAliasDecoder(b[cmdHeaderSize:], len(b))
 	c.origin = d.String()
 	c.seq = uint64(d.Int64())
 	c.op = jute.Op(d.Int32())
@@ -116,14 +118,23 @@ func clientWriteOp(op jute.Op) bool {
 
 // txnRequest decodes the body of an entry into the Req of a znode.Txn.
 func txnRequest(op jute.Op, body []byte) (any, error) {
-	d := jute.NewDecoder(body, len(body)+1)
+	return decodeTxn(jute.NewDecoder(body, len(body)+1), op, len(body) == 0)
+}
+
+// checkTxn reports whether body decodes as a transaction of op, without copying its buffers.
+func checkTxn(op jute.Op, body []byte) error {
+	_, err := decodeTxn(jute.NewAliasDecoder(body, len(body)+1), op, len(body) == 0)
+	return err
+}
+
+func decodeTxn(d *jute.Decoder, op jute.Op, empty bool) (any, error) {
 	var req any
 	switch op {
 	case jute.OpCreateSession:
 		s := &znode.CreateSession{ID: d.Int64(), Timeout: d.Int32(), Passwd: d.Buffer()}
 		req = s
 	case jute.OpCloseSession:
-		if len(body) == 0 {
+		if empty {
 			return nil, nil
 		}
 		var ids []int64

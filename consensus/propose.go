@@ -110,7 +110,7 @@ func (n *Node) Start(ctx context.Context, p Proposal) (*Pending, error) {
 		if len(p.Body) != 0 || p.Session == 0 {
 			return nil, fmt.Errorf("%w: closeSession needs a session and no body", ErrBadRequest)
 		}
-	} else if _, err := txnRequest(p.Op, p.Body); err != nil {
+	} else if err := checkTxn(p.Op, p.Body); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
 	return n.start(ctx, &command{session: p.Session, op: p.Op, auth: p.Auth, body: p.Body}, false)

@@ -273,3 +273,36 @@ func TestWellKnownACLStringsDoNotAllocate(t *testing.T) {
 		t.Errorf("Id = %+v, %v", id, err)
 	}
 }
+
+// TestAliasDecoderBuffers checks that an alias decoder returns buffers that share the input
+// (capacity cut, so appending cannot overwrite what follows), keeps null apart from empty, and
+// decodes the same values as a copying decoder.
+func TestAliasDecoderBuffers(t *testing.T) {
+	e := NewEncoder(nil)
+	e.Buffer([]byte("abc"))
+	e.Buffer(nil)
+	e.Buffer([]byte{})
+	e.Buffer([]byte("de"))
+	in := e.Bytes()
+
+	d := NewAliasDecoder(in, 0)
+	a, null, empty, de := d.Buffer(), d.Buffer(), d.Buffer(), d.Buffer()
+	if err := d.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	if string(a) != "abc" || null != nil || empty == nil || len(empty) != 0 || string(de) != "de" {
+		t.Fatalf("decoded %q %v %v %q", a, null, empty, de)
+	}
+	if cap(a) != len(a) {
+		t.Fatalf("cap %d; want %d", cap(a), len(a))
+	}
+	in[4] = 'X' // the first byte of "abc", after its length prefix
+	if a[0] != 'X' {
+		t.Fatal("alias decoder copied the buffer")
+	}
+	c := NewDecoder(in, 0).Buffer()
+	in[4] = 'Y'
+	if c[0] != 'X' {
+		t.Fatal("copying decoder aliased the buffer")
+	}
+}

@@ -91,9 +91,10 @@ func (e *Encoder) Record(r Record) { r.Encode(e) }
 // Every length prefix is checked against the bytes left and against the maximum before anything is
 // allocated. The zero value decodes nothing until Reset and uses DefaultMaxBuffer as its maximum.
 type Decoder struct {
-	b   []byte
-	max int
-	err error
+	b     []byte
+	max   int
+	err   error
+	alias bool // Buffer returns subslices of b instead of copies
 }
 
 // NewDecoder returns a Decoder over b that refuses any length prefix above maxLen
@@ -103,6 +104,14 @@ func NewDecoder(b []byte, maxLen int) *Decoder {
 		maxLen = DefaultMaxBuffer
 	}
 	return &Decoder{b: b, max: maxLen}
+}
+
+// NewAliasDecoder is NewDecoder for input that stays unmodified and alive as long as what is
+// decoded from it: Buffer returns subslices of b (capacity cut to their length) instead of copies.
+func NewAliasDecoder(b []byte, maxLen int) *Decoder {
+	d := NewDecoder(b, maxLen)
+	d.alias = true
+	return d
 }
 
 // Reset points the decoder at b and clears its error, keeping its maximum.
@@ -201,14 +210,19 @@ func (d *Decoder) length(minElem int) int {
 }
 
 // Buffer reads a length-prefixed buffer. Null (-1) gives nil, length 0 an empty non-nil slice.
-// The result is a copy: it does not alias the decoder's input.
+// The result is a copy, except from a NewAliasDecoder, where it is a subslice of the input.
 func (d *Decoder) Buffer() []byte {
 	n := d.length(1)
 	if d.err != nil || n < 0 {
 		return nil
 	}
-	b := make([]byte, n)
-	copy(b, d.b)
+	var b []byte
+	if d.alias && n > 0 {
+		b = d.b[:n:n]
+	} else {
+		b = make([]byte, n)
+		copy(b, d.b)
+	}
 	d.b = d.b[n:]
 	return b
 }
