@@ -34,6 +34,8 @@ type Config struct {
 	// walSegmentSize overrides raft-wal's segment size (64 MiB) in tests that need log
 	// truncation to delete whole segments after a few entries.
 	walSegmentSize int
+	// servingTick is how often the serving signal is re-evaluated (set by withDefaults).
+	servingTick time.Duration
 
 	// Listener is the peer listener, already bound. Nil means Network.Listen(Addr).
 	Listener net.Listener
@@ -137,6 +139,7 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	alone := false
 	if c.HeartbeatTimeout == 0 {
 		c.HeartbeatTimeout = 300 * time.Millisecond
 		if len(c.Peers) == 0 && !c.NoBootstrap {
@@ -144,6 +147,7 @@ func (c Config) withDefaults() Config {
 			// follower wait before its first election only delays serving after a restart, and
 			// its lease is met by itself alone.
 			c.HeartbeatTimeout = standaloneHeartbeat
+			alone = true
 		}
 	}
 	if c.ElectionTimeout == 0 {
@@ -151,6 +155,16 @@ func (c Config) withDefaults() Config {
 	}
 	if c.LeaderLeaseTimeout == 0 {
 		c.LeaderLeaseTimeout = c.HeartbeatTimeout / 2
+		if alone {
+			c.LeaderLeaseTimeout = c.HeartbeatTimeout // raft's leader checks it this often
+		}
+	}
+	c.servingTick = max(c.HeartbeatTimeout/4, 5*time.Millisecond)
+	if alone {
+		// Only a follower's serving signal depends on time (hearing from its leader); a node
+		// alone changes it on leadership notifications, so polling at a tenth of its short
+		// heartbeat only cost idle CPU.
+		c.servingTick = 100 * time.Millisecond
 	}
 	if c.CommitTimeout == 0 {
 		c.CommitTimeout = 50 * time.Millisecond

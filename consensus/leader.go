@@ -15,7 +15,7 @@ import (
 // monitor is the node's housekeeping goroutine: leadership changes, the serving signal, session
 // touches, and on the leader session expiry and reaping.
 func (n *Node) monitor() {
-	servingTick := time.NewTicker(max(n.cfg.HeartbeatTimeout/4, 5*time.Millisecond))
+	servingTick := time.NewTicker(n.cfg.servingTick)
 	defer servingTick.Stop()
 	sessionTick := time.NewTicker(max(n.cfg.TickTime/2, time.Millisecond))
 	defer sessionTick.Stop()

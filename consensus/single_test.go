@@ -127,23 +127,26 @@ func TestRestartKeepsWritesAndSnapshots(t *testing.T) {
 }
 
 // A node bootstrapped alone is its only voter, so by default it waits only standaloneHeartbeat
-// before electing itself after a restart; members of a cluster, and nodes waiting to join one,
-// keep the LAN default, and an explicit timeout is kept as given.
+// before electing itself after a restart, its lease is the whole heartbeat (raft's leader checks
+// it that often, and it meets it alone) and it re-evaluates its serving signal rarely; members of
+// a cluster, and nodes waiting to join one, keep the LAN defaults, and an explicit timeout is kept
+// as given.
 func TestStandaloneDefaultsToShortHeartbeat(t *testing.T) {
+	const lan = 300 * time.Millisecond
 	for _, tc := range []struct {
-		name string
-		cfg  Config
-		want time.Duration
+		name                     string
+		cfg                      Config
+		want, lease, servingTick time.Duration
 	}{
-		{"standalone", Config{}, standaloneHeartbeat},
-		{"joining", Config{NoBootstrap: true}, 300 * time.Millisecond},
-		{"cluster", Config{Peers: []Peer{{ID: "1", Addr: "a:1"}, {ID: "2", Addr: "b:1"}, {ID: "3", Addr: "c:1"}}}, 300 * time.Millisecond},
-		{"explicit", Config{HeartbeatTimeout: time.Second}, time.Second},
+		{"standalone", Config{}, standaloneHeartbeat, standaloneHeartbeat, 100 * time.Millisecond},
+		{"joining", Config{NoBootstrap: true}, lan, lan / 2, lan / 4},
+		{"cluster", Config{Peers: []Peer{{ID: "1", Addr: "a:1"}, {ID: "2", Addr: "b:1"}, {ID: "3", Addr: "c:1"}}}, lan, lan / 2, lan / 4},
+		{"explicit", Config{HeartbeatTimeout: time.Second}, time.Second, time.Second / 2, time.Second / 4},
 	} {
 		c := tc.cfg.withDefaults()
-		if c.HeartbeatTimeout != tc.want || c.ElectionTimeout != tc.want || c.LeaderLeaseTimeout != tc.want/2 {
-			t.Errorf("%s: heartbeat %v, election %v, lease %v; want %v, %v, %v", tc.name,
-				c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout, tc.want, tc.want, tc.want/2)
+		if c.HeartbeatTimeout != tc.want || c.ElectionTimeout != tc.want || c.LeaderLeaseTimeout != tc.lease || c.servingTick != tc.servingTick {
+			t.Errorf("%s: heartbeat %v, election %v, lease %v, serving tick %v; want %v, %v, %v, %v", tc.name,
+				c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout, c.servingTick, tc.want, tc.want, tc.lease, tc.servingTick)
 		}
 	}
 }
