@@ -100,7 +100,8 @@
 // only addition, restoring committed logs at start, needs a log store raft-boltdb does not provide.
 // A node bootstrapped alone (standalone) defaults to a 40ms HeartbeatTimeout: it is its only
 // voter, so the follower wait before it elects itself only delayed serving after a restart
-// (about 0.45s of a 1.1s restart with 100k znodes), and it meets its lease by itself.
+// (about 0.45s of a 1.1s restart with 100k znodes), and it meets its lease by itself, so its
+// lease is the whole 40ms and its serving signal is polled every 100ms (idle CPU 2.2% -> 0.7%).
 // Otherwise LAN timings by default: HeartbeatTimeout = ElectionTimeout = 300ms, LeaderLeaseTimeout 150ms,
 // CommitTimeout 50ms, raft's default (followers learn commits from the leader's announcements,
 // relay.go; at 2ms, needed before them, the idle AppendEntries cost an idle 3-node cluster's
