@@ -118,23 +118,23 @@ func clientWriteOp(op jute.Op) bool {
 
 // txnRequest decodes the body of an entry into the Req of a znode.Txn.
 func txnRequest(op jute.Op, body []byte) (any, error) {
-	return decodeTxn(jute.NewDecoder(body, len(body)+1), op, len(body) == 0)
+	return decodeTxn(jute.NewDecoder(body, len(body)+1), op)
 }
 
 // checkTxn reports whether body decodes as a transaction of op, without copying its buffers.
 func checkTxn(op jute.Op, body []byte) error {
-	_, err := decodeTxn(jute.NewAliasDecoder(body, len(body)+1), op, len(body) == 0)
+	_, err := decodeTxn(jute.NewAliasDecoder(body, len(body)+1), op)
 	return err
 }
 
-func decodeTxn(d *jute.Decoder, op jute.Op, empty bool) (any, error) {
+func decodeTxn(d *jute.Decoder, op jute.Op) (any, error) {
 	var req any
 	switch op {
 	case jute.OpCreateSession:
 		s := &znode.CreateSession{ID: d.Int64(), Timeout: d.Int32(), Passwd: d.Buffer()}
 		req = s
 	case jute.OpCloseSession:
-		if empty {
+		if d.Len() == 0 {
 			return nil, nil
 		}
 		var ids []int64

@@ -53,6 +53,7 @@ type Node struct {
 	trans  *raft.NetworkTransport
 	layer  *streamLayer
 	ln     net.Listener
+	self   raft.ServerAddress // where this node dials its own Raft transport (relay.go)
 	logs   raft.LogStore
 	store  io.Closer // the durable log and stable store; nil in memory
 	notify chan bool
@@ -87,7 +88,7 @@ type Node struct {
 		relayWaited  atomic.Int64
 		relayRefused atomic.Int64
 	}
-	announce *announcement
+	announce commitNote // the leader's latest applied entry, to announce (relay.go)
 	relay    *relay
 	snap     chan struct{} // the FSM asks for a snapshot (SnapshotBytes)
 
@@ -134,13 +135,13 @@ func New(cfg Config) (*Node, error) {
 	n.mu.conns = make(map[net.Conn]struct{})
 	n.mu.touches = make(map[int64]struct{})
 
-	n.announce = newAnnouncement()
+	n.announce = newCommitNote()
 	n.relay = newRelay()
 	n.fsm = newFSM(n.log, n.origin)
 	n.fsm.onApply = cfg.OnApply
 	n.fsm.onRestore = cfg.OnRestore
 	n.fsm.deliver = n.deliver
-	n.fsm.batchApplied = n.announce.applied
+	n.fsm.batchApplied = n.announce.offer
 	n.fsm.sessions = n.sessions
 	n.fsm.restored = n.restoredTree
 	n.snap = make(chan struct{}, 1)
@@ -178,6 +179,7 @@ func (n *Node) open() error {
 		}
 	}
 	n.ln = ln
+	n.self = selfAddr(ln.Addr())
 	hl := newHclog(cfg.Logger.With("node", cfg.ID), "raft")
 
 	var (

@@ -284,8 +284,8 @@ func (n *Node) complete(c *command, pr *proposal, at attempt, pd *Pending, local
 					status = statusUnknown
 				case r.status != statusOK:
 					detail = errors.New(string(r.payload))
-				case len(r.payload) >= 16:
-					n.relay.committed(binary.BigEndian.Uint64(r.payload), binary.BigEndian.Uint64(r.payload[8:]))
+				default:
+					n.relay.offerPayload(r.payload)
 				}
 			case <-pr.delivered:
 				status = statusOK

@@ -10,52 +10,81 @@ import (
 )
 
 // A follower learns the commit index only from the leader's AppendEntries: the next one carrying
-// a later entry, or the idle one sent every CommitTimeout (2-4ms). A write forwarded by a follower
-// is answered there only once the follower applied it, so without help a lone client on a
-// follower waits that interval on every write.
+// a later entry, or the idle one sent every CommitTimeout. A write forwarded by a follower is
+// answered there only once the follower applied it, so without help a lone client on a follower
+// waits that interval on every write.
 //
 // So the leader tells its followers what it commits, as ZooKeeper's leader sends COMMIT: its reply
 // to a forwarded write carries the entry's index and the leader's term, and after applying
 // entries with nothing newer appended (so no AppendEntries is about to carry the commit index) it
 // sends the same pair to every other server over the cluster RPC (announce). A follower hands that
-// fact to its own Raft as the
-// AppendEntries the leader would send next, with no entries: term T, previous entry (C, T),
-// commit index C. Raft accepts it only as the leader's message would be accepted: a follower in a
-// later term ignores it, and one whose log does not hold entry C with term T rejects it. When it
-// is accepted, the follower's log matches the leader's up to C (the log matching property), and C
-// is committed (the leader said so), so committing through C is exactly what the leader's next
-// message would make it do. The message is sent to this node's own Raft transport over loopback;
-// no fsync and no round trip to the leader stand between the reply and the local apply.
+// fact to its own Raft as the AppendEntries the leader would send next, with no entries: term T,
+// previous entry (C, T), commit index C. Raft accepts it only as the leader's message would be
+// accepted: a follower in a later term ignores it, and one whose log does not hold entry C with
+// term T rejects it. When it is accepted, the follower's log matches the leader's up to C (the log
+// matching property), and C is committed (the leader said so), so committing through C is exactly
+// what the leader's next message would make it do. The message is sent to this node's own Raft
+// transport over loopback; no fsync and no round trip to the leader stand between the reply and
+// the local apply.
 //
 // When the reply arrives before the entry itself (this follower was not in the commit's quorum),
 // the relay waits until the local log store holds the entry: relaying earlier would make Raft log
 // a warning and refuse.
-type relay struct {
-	wake chan struct{}
-	mu   sync.Mutex
-	// the highest forwarded commit reported by the leader and not yet relayed or applied
-	index, term uint64
-	stored      uint64 // the last index the local log store holds
+
+// commitNote holds the newest commit (index, term) reported to one consuming goroutine, and wakes
+// it.
+type commitNote struct {
+	wake        chan struct{}
+	mu          sync.Mutex
+	index, term uint64 // index 0: nothing pending
 }
 
-func newRelay() *relay { return &relay{wake: make(chan struct{}, 1)} }
+func newCommitNote() commitNote { return commitNote{wake: make(chan struct{}, 1)} }
 
-func (r *relay) signal() {
+func (c *commitNote) signal() {
 	select {
-	case r.wake <- struct{}{}:
+	case c.wake <- struct{}{}:
 	default:
 	}
 }
 
-// committed records that the leader committed entry index in term.
-func (r *relay) committed(index, term uint64) {
-	r.mu.Lock()
-	if index > r.index {
-		r.index, r.term = index, term
+// offer records (index, term) unless a newer commit is already noted, and wakes the consumer.
+func (c *commitNote) offer(index, term uint64) {
+	c.mu.Lock()
+	if index > c.index {
+		c.index, c.term = index, term
 	}
-	r.mu.Unlock()
-	r.signal()
+	c.mu.Unlock()
+	c.signal()
 }
+
+// offerPayload offers the commit encoded by commitPayload; shorter payloads (from older peers)
+// carry none.
+func (c *commitNote) offerPayload(b []byte) {
+	if len(b) >= 16 {
+		c.offer(binary.BigEndian.Uint64(b), binary.BigEndian.Uint64(b[8:]))
+	}
+}
+
+func (c *commitNote) load() (index, term uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.index, c.term
+}
+
+// commitPayload encodes a committed index and the leader's term.
+func commitPayload(index, term uint64) []byte {
+	return binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, index), term)
+}
+
+// relay notes the highest commit reported by the leader and not yet relayed or applied, and how
+// far the local log reaches.
+type relay struct {
+	commitNote
+	stored uint64 // the last index the local log store holds; guarded by mu
+}
+
+func newRelay() *relay { return &relay{commitNote: newCommitNote()} }
 
 // storedThrough records that the local log now ends at index.
 func (r *relay) storedThrough(index uint64) {
@@ -117,7 +146,7 @@ func (n *Node) runRelay() {
 			LeaderCommitIndex: index,
 		}
 		var resp raft.AppendEntriesResponse
-		if err := n.trans.AppendEntries(raft.ServerID(n.cfg.ID), n.selfAddr(), req, &resp); err != nil {
+		if err := n.trans.AppendEntries(raft.ServerID(n.cfg.ID), n.self, req, &resp); err != nil {
 			n.log.Debug("commit relay failed", "index", index, "err", err)
 			continue
 		}
@@ -164,49 +193,17 @@ func (l relayedLogs) IsMonotonic() bool {
 	return ok && m.IsMonotonic()
 }
 
-// selfAddr is the address this node's own Raft transport can be dialled at.
-func (n *Node) selfAddr() raft.ServerAddress {
-	a, ok := n.ln.Addr().(*net.TCPAddr)
+// selfAddr is the address a node listening on addr can dial its own Raft transport at.
+func selfAddr(addr net.Addr) raft.ServerAddress {
+	a, ok := addr.(*net.TCPAddr)
 	if !ok || !a.IP.IsUnspecified() {
-		return raft.ServerAddress(n.ln.Addr().String())
+		return raft.ServerAddress(addr.String())
 	}
 	ip := net.IPv4(127, 0, 0, 1)
 	if a.IP.To4() == nil {
 		ip = net.IPv6loopback
 	}
 	return raft.ServerAddress((&net.TCPAddr{IP: ip, Port: a.Port}).String())
-}
-
-// announcement is the leader's latest applied entry, to be announced to the followers.
-type announcement struct {
-	wake        chan struct{}
-	mu          sync.Mutex
-	index, term uint64
-}
-
-func newAnnouncement() *announcement { return &announcement{wake: make(chan struct{}, 1)} }
-
-// applied records the last entry of a batch the FSM applied (on any node; only a leader
-// announces).
-func (a *announcement) applied(index, term uint64) {
-	a.mu.Lock()
-	a.index, a.term = index, term
-	a.mu.Unlock()
-	select {
-	case a.wake <- struct{}{}:
-	default:
-	}
-}
-
-func (a *announcement) load() (index, term uint64) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.index, a.term
-}
-
-// commitPayload encodes a committed index and the leader's term.
-func commitPayload(index, term uint64) []byte {
-	return binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, index), term)
 }
 
 // runAnnouncer sends the leader's commits to the other servers until the node stops; it is the

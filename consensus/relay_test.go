@@ -8,11 +8,11 @@ import "testing"
 func TestRelayWaitsForTheEntry(t *testing.T) {
 	r := newRelay()
 	r.storedThrough(5)
-	r.committed(7, 2)
+	r.offer(7, 2)
 	if idx, _, waited := r.next(4); idx != 0 || !waited {
 		t.Fatalf("entry 7 not stored yet: next = %d, waited %v; want 0, true", idx, waited)
 	}
-	r.committed(6, 2) // older than the pending one: ignored
+	r.offer(6, 2) // older than the pending one: ignored
 	r.storedThrough(7)
 	select {
 	case <-r.wake:
@@ -25,12 +25,12 @@ func TestRelayWaitsForTheEntry(t *testing.T) {
 	if idx, _, waited := r.next(4); idx != 0 || waited {
 		t.Fatalf("relayed twice: next = %d, waited %v", idx, waited)
 	}
-	r.committed(9, 3)
+	r.offer(9, 3)
 	r.storedThrough(12)
 	if idx, _, _ := r.next(9); idx != 0 {
 		t.Fatalf("entry 9 already applied, but next = %d", idx)
 	}
-	r.committed(10, 3)
+	r.offer(10, 3)
 	r.storedThrough(8) // the log was cut back (a new leader's entries replaced its tail)
 	if idx, _, waited := r.next(9); idx != 0 || !waited {
 		t.Fatalf("entry 10 no longer stored: next = %d, waited %v; want 0, true", idx, waited)

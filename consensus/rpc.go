@@ -258,9 +258,7 @@ func (n *Node) serveRPC(conn net.Conn) {
 				return
 			}
 		case rpcCommitted:
-			if len(payload) >= 16 {
-				n.relay.committed(binary.BigEndian.Uint64(payload), binary.BigEndian.Uint64(payload[8:]))
-			}
+			n.relay.offerPayload(payload)
 			reply(id, statusOK, nil)
 		default:
 			if !n.goTracked(func() {
