@@ -35,7 +35,21 @@ func (t *Tree) Apply(zxid int64, txn *Txn) Result {
 	}
 	a := applier{t: t, v: *old, zxid: zxid, txn: txn}
 	a.v.zxid = zxid
-	resp, commit, err := a.dispatch()
+	var (
+		sess   *session
+		resp   jute.Record
+		commit bool
+		err    error
+	)
+	if txn.Session != 0 && clientWrite(txn.Op) {
+		sess, err = a.admitSession()
+		if sess != nil {
+			a.v.sessions, _ = a.v.sessions.set(sess)
+		}
+	}
+	if err == nil {
+		resp, commit, err = a.dispatch()
+	}
 	res := Result{Zxid: zxid, Err: err}
 	if err == nil {
 		res.Resp = resp
@@ -43,12 +57,28 @@ func (t *Tree) Apply(zxid int64, txn *Txn) Result {
 	if err != nil || !commit {
 		a.v = *old
 		a.v.zxid = zxid
+		if sess != nil {
+			// The write failed but took its place in the session's order.
+			a.v.sessions, _ = a.v.sessions.set(sess)
+		}
 	} else {
 		res.Events = a.events
 	}
 	nv := a.v
 	t.cur.Store(&nv)
 	return res
+}
+
+// clientWrite reports whether op is a write a client sends (as opposed to the transactions the
+// servers make themselves: createSession, expiry, reaping). Only these are subject to the session
+// rules of admitSession.
+func clientWrite(op jute.Op) bool {
+	switch op {
+	case jute.OpCreate, jute.OpCreate2, jute.OpCreateContainer, jute.OpCreateTTL, jute.OpDelete,
+		jute.OpSetData, jute.OpSetACL, jute.OpMulti, jute.OpCloseSession:
+		return true
+	}
+	return false
 }
 
 func (a *applier) dispatch() (jute.Record, bool, error) {

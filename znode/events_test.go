@@ -20,7 +20,7 @@ func eventStrings(evs []Event) []string {
 func TestEvents(t *testing.T) {
 	h := newHarness(t)
 	h.openSession(1)
-	h.sess = 1
+	h.openSession(2)
 	digestACL := []jute.ACL{{Perms: jute.PermAll, ID: jute.Id{Scheme: "digest", ID: DigestID("u", "p")}}}
 	tests := []struct {
 		name string
@@ -53,8 +53,12 @@ func TestEvents(t *testing.T) {
 		{"delete", jute.OpDelete, &jute.DeleteRequest{Path: "/a/b", Version: -1},
 			[]string{"NodeDeleted /a/b", "NodeChildrenChanged /a"}},
 	}
+	h.sess = 1
 	for _, tt := range tests {
 		res := h.apply(tt.op, tt.req)
+		if tt.op == jute.OpCloseSession {
+			h.sess = 2 // a closed session writes nothing more
+		}
 		if got := eventStrings(res.Events); !slices.Equal(got, tt.want) && (len(got) != 0 || len(tt.want) != 0) {
 			t.Errorf("%s: events %q; want %q", tt.name, got, tt.want)
 		}

@@ -66,6 +66,9 @@ func (n *node) key() string { return n.name }
 type session struct {
 	Session
 	ephemerals btree[string, pathKey]
+	// attach and seq are the attachment and position of the session's last ordered write (see
+	// Txn.Attach): the next one must be (attach, seq+1), or (a larger attach, 1).
+	attach, seq uint64
 }
 
 func (s *session) key() int64 { return s.ID }

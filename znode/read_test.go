@@ -141,6 +141,7 @@ func TestCounters(t *testing.T) {
 		t.Fatalf("DataSize after setData = %d; want %d", got, want)
 	}
 	h.apply(jute.OpCloseSession, nil)
+	h.sess = 0
 	h.apply(jute.OpDelete, &jute.DeleteRequest{Path: "/abc", Version: -1})
 	v := h.tree.View()
 	if v.DataSize() != base || v.NodeCount() != 5 || v.EphemeralCount() != 0 {

@@ -5,11 +5,50 @@ import "github.com/zkd-io/zkd/jute"
 // createSession registers a session, or updates the timeout and password of one already known
 // (its ephemerals are kept).
 func (a *applier) createSession(req *CreateSession) {
-	s := &session{Session: Session{ID: req.ID, Timeout: req.Timeout, Passwd: req.Passwd}}
+	s := &session{Session: Session{ID: req.ID, Timeout: req.Timeout, Passwd: req.Passwd}, attach: req.Attach}
 	if old, ok := a.v.sessions.get(req.ID); ok {
 		s.ephemerals = old.ephemerals
+		if old.attach >= req.Attach {
+			s.attach, s.seq = old.attach, old.seq
+		}
 	}
 	a.v.sessions, _ = a.v.sessions.set(s)
+}
+
+// admitSession applies ZooKeeper's session rules to a client write, before the write itself: the
+// session must be alive (SessionExpired otherwise: a write of a closed or expired session never
+// takes effect, whatever path brought it here; closing a session that is gone is a no-op), and an ordered write (Txn.Attach set) must come
+// next in its session's order: the write after the last one taken from the same attachment, or
+// the first write of a later attachment. Anything else is refused with SessionMoved, the code
+// ZooKeeper gives a connection the session has left, and is never applied: a write from an
+// attachment the session has left, a write whose predecessor on its attachment never took effect
+// (a gap), or one that already took effect (a resubmission). So a session's writes take effect
+// as a prefix of each connection's order, connection after connection.
+//
+// On success it returns the session row to store, already advanced past this write; the caller
+// stores it whether or not the write itself then fails, because a failed write still took its
+// place in the order.
+func (a *applier) admitSession() (*session, error) {
+	txn := a.txn
+	s, ok := a.v.sessions.get(txn.Session)
+	if !ok {
+		if txn.Op == jute.OpCloseSession {
+			return nil, nil // closing a session that is gone changes nothing, as in ZooKeeper
+		}
+		return nil, jute.CodeSessionExpired
+	}
+	if txn.Attach == 0 {
+		return nil, nil
+	}
+	switch {
+	case txn.Attach == s.attach && txn.Seq == s.seq+1:
+	case txn.Attach > s.attach && txn.Seq == 1:
+	default:
+		return nil, jute.CodeSessionMoved
+	}
+	ns := *s
+	ns.attach, ns.seq = txn.Attach, txn.Seq
+	return &ns, nil
 }
 
 // closeSessions removes the sessions and deletes all their ephemerals, in path order within each

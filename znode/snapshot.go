@@ -13,13 +13,15 @@ import (
 	"github.com/zkd-io/zkd/jute"
 )
 
-// Snapshot format, version 1. Every integer is big-endian; strings and buffers are jute's (an int
+// Snapshot format, version 2. Every integer is big-endian; strings and buffers are jute's (an int
 // length, -1 for a null buffer, then the bytes):
 //
 //	magic     8 bytes "zkdsnap\x00"
-//	version   int32 (1)
+//	version   int32 (2; 1 is read too)
 //	zxid      int64
-//	sessions  int32 count, then per session (ascending id): id int64, timeout int32, passwd buffer
+//	sessions  int32 count, then per session (ascending id): id int64, timeout int32, passwd buffer,
+//	          then (version 2 only) attach int64, seq int64: the attachment and position of the
+//	          session's last ordered write (Txn.Attach), which decide what Apply takes next
 //	nodes     int64 count, then the nodes in pre-order, children in name order; per node:
 //	            acl     int32 index into the ACL table; when it equals the table's size, the ACL
 //	                    follows (int32 count, then perms int32, scheme string, id string each)
@@ -39,7 +41,9 @@ import (
 
 const (
 	snapMagic   = "zkdsnap\x00"
-	snapVersion = 1
+	snapVersion = 2
+	// snapVersion1 is the format before sessions carried their write order; it is still read.
+	snapVersion1 = 1
 	// snapMaxField bounds any one string or buffer read from a snapshot.
 	snapMaxField = 64 << 20
 	// snapChunk is how many encoded bytes are gathered before they are written out.
@@ -94,6 +98,8 @@ func (v *View) WriteSnapshot(w io.Writer) error {
 		e.Int64(ss.ID)
 		e.Int32(ss.Timeout)
 		e.Buffer(ss.Passwd)
+		e.Int64(int64(ss.attach))
+		e.Int64(int64(ss.seq))
 		return true
 	})
 	e.Int64(int64(v.nodes))
@@ -343,8 +349,9 @@ func ReadSnapshot(r io.Reader) (*Tree, error) {
 	if string(s.next(len(snapMagic))) != snapMagic {
 		s.fail("bad magic")
 	}
-	if v := s.int32(); s.err == nil && v != snapVersion {
-		s.fail("unsupported version %d", v)
+	version := s.int32()
+	if s.err == nil && version != snapVersion && version != snapVersion1 {
+		s.fail("unsupported version %d", version)
 	}
 	t := &Tree{}
 	view := &View{zxid: s.int64()}
@@ -355,6 +362,9 @@ func ReadSnapshot(r io.Reader) (*Tree, error) {
 	sessions := make([]*session, 0, min(int(max(nsessions, 0)), 1<<16))
 	for i := int32(0); i < nsessions && s.err == nil; i++ {
 		ss := &session{Session: Session{ID: s.int64(), Timeout: s.int32(), Passwd: s.buffer()}}
+		if version >= snapVersion {
+			ss.attach, ss.seq = uint64(s.int64()), uint64(s.int64())
+		}
 		if len(sessions) > 0 && sessions[len(sessions)-1].ID >= ss.ID {
 			s.fail("sessions out of order")
 		}

@@ -69,15 +69,20 @@ func randomTxns(seed uint64, n int) []Txn {
 	now := int64(1_000_000)
 	for range n {
 		now += int64(rng.IntN(10))
-		txn := Txn{Time: now, Session: int64(1 + rng.IntN(4)), Auth: auths[rng.IntN(len(auths))]}
+		// Session 0 sends unchecked writes; sessions 1-4 come and go, and some of their writes are
+		// ordered (Attach set), so the session rules refuse some and the order state changes.
+		txn := Txn{Time: now, Session: int64(max(0, rng.IntN(9)-4)), Auth: auths[rng.IntN(len(auths))]}
+		if rng.IntN(4) == 0 {
+			txn.Attach, txn.Seq = uint64(rng.IntN(3)), uint64(1+rng.IntN(2))
+		}
 		switch r := rng.IntN(100); {
-		case r < 5:
-			txn.Op, txn.Req = jute.OpCreateSession, &CreateSession{ID: int64(1 + rng.IntN(4)), Timeout: 4000, Passwd: []byte{byte(r)}}
 		case r < 8:
-			txn.Op = jute.OpCloseSession
+			txn.Op, txn.Req = jute.OpCreateSession, &CreateSession{ID: int64(1 + rng.IntN(4)), Timeout: 4000, Passwd: []byte{byte(r)}, Attach: uint64(rng.IntN(2))}
 		case r < 10:
+			txn.Op = jute.OpCloseSession
+		case r < 12:
 			txn.Op, txn.Req = jute.OpCloseSession, &CloseSessions{IDs: []int64{int64(1 + rng.IntN(4)), 77}}
-		case r < 13:
+		case r < 15:
 			txn.Op, txn.Req = jute.OpDeleteContainer, &Reap{Paths: []string{path(), path(), path()}, NeverUsedInterval: int64(rng.IntN(2) * 20)}
 		case r < 18:
 			txn.Op, txn.Req = jute.OpSetACL, &jute.SetACLRequest{Path: path(), ACL: acls[rng.IntN(len(acls))], Version: int32(rng.IntN(3)) - 1}

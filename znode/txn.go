@@ -22,13 +22,22 @@ type Txn struct {
 	// Session) or *CloseSessions; OpDeleteContainer with *Reap.
 	Op  jute.Op
 	Req any
+	// Attach identifies the connection (attachment) of Session that sent a client write: a token
+	// the leader hands out whenever the session attaches to a connection, larger for every later
+	// attachment. Seq is the write's position among the writes sent on that attachment, from 1.
+	// Apply takes a session's writes only in that order (see Tree.Apply). Attach 0 means the
+	// write is not ordered (internal transactions, and entries written before ordering existed).
+	Attach uint64
+	Seq    uint64
 }
 
-// CreateSession registers a new session. The leader chooses the id and password.
+// CreateSession registers a new session. The leader chooses the id and password, and the token of
+// the attachment the session starts on (0: none).
 type CreateSession struct {
 	ID      int64
 	Timeout int32 // negotiated timeout, ms
 	Passwd  []byte
+	Attach  uint64
 }
 
 // CloseSessions closes the listed sessions (expiry, decided by the leader), deleting all their
