@@ -47,11 +47,15 @@ func TestSessionOrderPipelined(t *testing.T) {
 	c.leader()
 	f := c.followers()[0]
 	ctx := ctxT(t, 20*time.Second)
-	// One session pipelines 200 writes: Start in order, wait afterwards.
+	s, attach, err := f.CreateSession(ctx, 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One session pipelines 200 ordered writes: Start in order, wait afterwards.
 	var pend []*Pending
 	for i := range 200 {
 		p := setReq("/", []byte{byte(i)}, int32(i))
-		p.Session = 42
+		p.Session, p.Attach, p.Seq = s.ID, attach, uint64(i+1)
 		pd, err := f.Start(ctx, p)
 		if err != nil {
 			t.Fatal(err)

@@ -19,16 +19,22 @@ import (
 //	         origin   ustring proposing node and incarnation (routes the result to the waiter)
 //	         seq      int64   proposal number within origin
 //	         op       int32   jute.Op of the transaction
+//	         attach   int64   (version 2) the session's attachment the write was sent on, 0: none
+//	         aseq     int64   (version 2) the write's position among the attachment's writes
 //	         auth     vector<Id> the caller's identities, for ACL checks at apply time
 //	         body     buffer  the jute request record (client ops) or an internal record
 //
-// Internal bodies: OpCreateSession = {id int64, timeout int32, passwd buffer};
+// Version 1 entries (no attach, aseq) are still read: their writes are unordered (znode.Txn).
+//
+// Internal bodies: OpCreateSession = {id int64, timeout int32, passwd buffer, attach int64 (the
+// token of the attachment the session starts on; absent in version 1)};
 // OpCloseSession = empty (the client closes its own session) or {ids vector<int64>} (expiry);
 // OpDeleteContainer = {paths vector<ustring>, neverUsedInterval int64} (reaping).
 const (
 	cmdTxn        byte = 1
 	cmdIgnorable  byte = 0x80
-	cmdVersion    byte = 1
+	cmdVersion    byte = 2
+	cmdVersion1   byte = 1 // before attachments; read only
 	cmdHeaderSize      = 18
 )
 
@@ -43,6 +49,8 @@ type command struct {
 	origin  string
 	seq     uint64
 	op      jute.Op
+	attach  uint64 // the session's attachment (znode.Txn.Attach); 0: unordered
+	aseq    uint64 // the write's position among the attachment's writes
 	auth    []jute.Id
 	body    []byte
 }
@@ -57,6 +65,8 @@ func (c *command) marshal() []byte {
 	e.String(c.origin)
 	e.Int64(int64(c.seq))
 	e.Int32(int32(c.op))
+	e.Int64(int64(c.attach))
+	e.Int64(int64(c.aseq))
 	if c.auth == nil {
 		e.Int32(-1)
 	} else {
@@ -80,8 +90,9 @@ func unmarshalCommand(b []byte) (command, error) {
 	if c.typ != cmdTxn {
 		return c, errUnknownType
 	}
-	if b[1] != cmdVersion {
-		return c, fmt.Errorf("%w: version %d", errUnknownType, b[1])
+	version := b[1]
+	if version != cmdVersion && version != cmdVersion1 {
+		return c, fmt.Errorf("%w: version %d", errUnknownType, version)
 	}
 	c.time = int64(binary.BigEndian.Uint64(b[2:]))
 	c.session = int64(binary.BigEndian.Uint64(b[10:]))
@@ -91,6 +102,9 @@ func unmarshalCommand(b []byte) (command, error) {
 	c.origin = d.String()
 	c.seq = uint64(d.Int64())
 	c.op = jute.Op(d.Int32())
+	if version >= cmdVersion {
+		c.attach, c.aseq = uint64(d.Int64()), uint64(d.Int64())
+	}
 	if n := d.VectorLen(8); n >= 0 && d.Err() == nil {
 		c.auth = make([]jute.Id, n)
 		for i := range c.auth {
@@ -132,6 +146,9 @@ func decodeTxn(d *jute.Decoder, op jute.Op) (any, error) {
 	switch op {
 	case jute.OpCreateSession:
 		s := &znode.CreateSession{ID: d.Int64(), Timeout: d.Int32(), Passwd: d.Buffer()}
+		if d.Err() == nil && d.Len() > 0 {
+			s.Attach = uint64(d.Int64())
+		}
 		req = s
 	case jute.OpCloseSession:
 		if d.Len() == 0 {
@@ -169,6 +186,7 @@ func createSessionBody(s znode.CreateSession) []byte {
 	e.Int64(s.ID)
 	e.Int32(s.Timeout)
 	e.Buffer(s.Passwd)
+	e.Int64(int64(s.Attach))
 	return e.Bytes()
 }
 

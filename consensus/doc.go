@@ -43,13 +43,21 @@
 //     the newest command entry) and then a wait until this node applied it. WaitApplied(ctx, zxid)
 //     waits for a zxid, e.g. for a client that has seen a newer zxid than this node.
 //   - Sessions: CreateSession(ctx, timeoutMs) (the leader picks the id: a server byte then a
-//     time-based counter, positive, never 0x8000000000000000; and a random 16-byte password).
-//     Touch(ids...) records client pings; touches go to the leader in batches every TickTime/2
-//     and are never logged. ValidateSession(ctx, id) asks the leader before a client reattaches on
-//     another server; the leader then records that server as the session's owner, and a write
-//     that still arrives through the old server fails with ErrSessionMoved (nothing proposed) so
-//     that server closes the stale connection, as ZooKeeper does. Closing a session is a Propose
-//     with Op closeSession. Only the leader holds
+//     time-based counter, positive, never 0x8000000000000000; a random 16-byte password; and the
+//     token of the attachment the session starts on). Touch(ids...) records client pings;
+//     touches go to the leader in batches every TickTime/2 and are never logged.
+//     ValidateSession(ctx, id) asks the leader whenever a client reattaches; the leader records
+//     this server as the session's owner (a write that still arrives through the old server fails
+//     with ErrSessionMoved, nothing proposed, so that server closes the stale connection, as
+//     ZooKeeper does) and returns a new attachment token. Closing a session is a Propose with Op
+//     closeSession.
+//   - Session rules, enforced in Apply on every replica (znode.Txn): a client write of a session
+//     that is gone is refused with SessionExpired; a write carrying an attachment token and its
+//     position there (Proposal.Attach, Proposal.Seq) is applied only right after its predecessor
+//     on that attachment, or as the first write of a later attachment, and is otherwise refused
+//     with SessionMoved. Tokens are the leader's term and a count within it, so they grow across
+//     leaders without being stored. Start resubmits a write that was not proposed only when it is
+//     its session's one unsettled proposal here. Only the leader holds
 //     deadlines; it proposes expiry as one transaction closing the sessions and deleting their
 //     ephemerals; a new leader gives every session a full timeout once its FSM caught up.
 //   - Housekeeping on the leader: every Config.ReapInterval it asks View.ReapCandidates for

@@ -161,7 +161,7 @@ func (f *fsm) applyTxn(zxid int64, c *command) *znode.Result {
 		f.log.Error("undecodable transaction body", "zxid", zxid, "op", c.op, "err", err)
 		return &znode.Result{Zxid: zxid, Err: jute.CodeMarshallingError}
 	}
-	txn := znode.Txn{Time: c.time, Session: c.session, Auth: c.auth, Op: c.op, Req: req}
+	txn := znode.Txn{Time: c.time, Session: c.session, Auth: c.auth, Op: c.op, Req: req, Attach: c.attach, Seq: c.aseq}
 	r := f.tree.Load().Apply(zxid, &txn)
 	if f.sessions != nil && r.Err == nil {
 		switch q := req.(type) {

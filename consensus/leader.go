@@ -366,52 +366,90 @@ func (n *Node) leaderTouch(ids []int64) (unknown []int64, err error) {
 }
 
 // ValidateSession asks the leader whether session id is alive (known and not being expired), and
-// touches it. A server calls it before it lets a client reattach to a session it did not own.
-func (n *Node) ValidateSession(ctx context.Context, id int64) (bool, error) {
+// touches it. A server calls it whenever a client attaches to a session it already has (a
+// reconnect, here or elsewhere): the leader then records this server as the session's owner and
+// hands out the token of the new attachment (Proposal.Attach), larger than any it or an earlier
+// leader gave out before, so the session's writes from connections it has left are refused.
+func (n *Node) ValidateSession(ctx context.Context, id int64) (ok bool, attach uint64, err error) {
 	deadline := time.Now().Add(n.cfg.HoldTimeout)
 	for {
 		addr, lid := n.raft.LeaderWithID()
-		var err error
 		switch {
 		case lid == raft.ServerID(n.cfg.ID):
-			ok, e := n.leaderValidate(id, n.cfg.ID)
-			if e == nil {
-				return ok, nil
+			ok, attach, err = n.leaderValidate(id, n.cfg.ID)
+			if err == nil {
+				return ok, attach, nil
 			}
-			err = e
 		case lid != "":
-			req := jute.NewEncoder(nil)
-			req.Int64(id)
-			req.String(n.cfg.ID)
-			r, e := n.call(ctx, string(addr), rpcValidate, req.Bytes())
-			if e == nil {
-				return len(r) == 1 && r[0] == 1, nil
+			ok, attach, err = n.validateAt(ctx, string(addr), id)
+			if err == nil {
+				return ok, attach, nil
 			}
-			err = e
 		default:
 			err = ErrNoLeader
 		}
 		if !time.Now().Before(deadline) {
-			return false, fmt.Errorf("consensus: validate session: %w", err)
+			return false, 0, fmt.Errorf("consensus: validate session: %w", err)
 		}
 		if err := n.pause(ctx); err != nil {
-			return false, err
+			return false, 0, err
 		}
 	}
 }
 
-// leaderValidate checks a session that reattaches on server and, if it is live, makes server its
-// owner: from then on writes for it through any other server are refused with ErrSessionMoved.
-// An empty server (an older peer) validates without moving the session.
-func (n *Node) leaderValidate(id int64, server string) (bool, error) {
-	if !n.IsLeader() {
-		return false, ErrNotLeader
+// validateAt asks the leader at addr to validate session id for this server.
+func (n *Node) validateAt(ctx context.Context, addr string, id int64) (bool, uint64, error) {
+	req := jute.NewEncoder(nil)
+	req.Int64(id)
+	req.String(n.cfg.ID)
+	r, err := n.call(ctx, addr, rpcAttach, req.Bytes())
+	if err != nil {
+		return false, 0, err
 	}
-	ok := n.sessions.touch(id, time.Now())
-	if ok && server != "" {
+	if len(r) != 9 {
+		return false, 0, fmt.Errorf("consensus: attach reply of %d bytes", len(r))
+	}
+	return r[0] == 1, binary.BigEndian.Uint64(r[1:]), nil
+}
+
+// leaderValidate checks a session that attaches on server and, if it is live, makes server its
+// owner (from then on writes for it through any other server are refused with ErrSessionMoved)
+// and returns the new attachment's token. An empty server (an older peer) validates without
+// moving the session.
+func (n *Node) leaderValidate(id int64, server string) (bool, uint64, error) {
+	if !n.IsLeader() {
+		return false, 0, ErrNotLeader
+	}
+	if !n.sessions.touch(id, time.Now()) {
+		return false, 0, nil
+	}
+	attach, err := n.newAttach()
+	if err != nil {
+		return false, 0, err
+	}
+	if server != "" {
 		n.sessions.claim(id, server)
 	}
-	return ok, nil
+	return true, attach, nil
+}
+
+// newAttach returns a new attachment token: the leader's term in the high 32 bits and a count
+// within the term below. Only one node leads in a term and terms only grow, so tokens grow across
+// leaders and restarts without being stored. A node deposed without knowing it may still hand out
+// tokens of its old term; they are smaller than the new leader's, so at worst the session's writes
+// through that attachment are refused and its client reconnects.
+func (n *Node) newAttach() (uint64, error) {
+	term := n.raft.CurrentTerm()
+	n.attachMu.Lock()
+	defer n.attachMu.Unlock()
+	if term != n.attachTerm {
+		n.attachTerm, n.attachCount = term, 0
+	}
+	if term >= 1<<32 || n.attachCount >= 1<<32-1 {
+		return 0, fmt.Errorf("%w: attachment tokens of term %d used up", ErrNotLeader, term)
+	}
+	n.attachCount++
+	return term<<32 | n.attachCount, nil
 }
 
 // expireSessions proposes the close of every session whose deadline passed (leader only).

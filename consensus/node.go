@@ -61,7 +61,11 @@ type Node struct {
 	seq     atomic.Uint64
 	sidMu   sync.Mutex
 	lastSID int64 // last session id this node issued as leader
-	slots   chan struct{}
+	// attachMu guards the attachment tokens this node hands out as leader (newAttach).
+	attachMu    sync.Mutex
+	attachTerm  uint64
+	attachCount uint64
+	slots       chan struct{}
 	// settleq holds proposals submitted here as leader until runSettler settles them.
 	settleq chan *settling
 	stop    chan struct{}
@@ -97,9 +101,11 @@ type Node struct {
 		closing bool
 		pending map[uint64]*proposal
 		lastSeq map[int64]uint64 // session → seq of its latest proposal (retry rule)
-		clients map[string]*rpcClient
-		conns   map[net.Conn]struct{}
-		touches map[int64]struct{}
+		// unsettled counts each session's proposals started here and not yet settled.
+		unsettled map[int64]int
+		clients   map[string]*rpcClient
+		conns     map[net.Conn]struct{}
+		touches   map[int64]struct{}
 	}
 	down        chan struct{} // closed when Shutdown finished
 	shutdownErr error         // written before down is closed
@@ -131,6 +137,7 @@ func New(cfg Config) (*Node, error) {
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.mu.pending = make(map[uint64]*proposal)
 	n.mu.lastSeq = make(map[int64]uint64)
+	n.mu.unsettled = make(map[int64]int)
 	n.mu.clients = make(map[string]*rpcClient)
 	n.mu.conns = make(map[net.Conn]struct{})
 	n.mu.touches = make(map[int64]struct{})

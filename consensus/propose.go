@@ -23,10 +23,18 @@ type Proposal struct {
 	Session int64
 	// Auth holds the caller's identities; ACL checks run at apply time against them.
 	Auth []jute.Id
+	// Attach is the token of the session's attachment (its connection) the write was sent on, as
+	// CreateSession or ValidateSession returned it; Seq is the write's position among the writes
+	// sent on that attachment, from 1, counting only those that Start accepted. Every replica
+	// applies a session's ordered writes only in that order (see znode.Txn): a write whose
+	// predecessor never took effect, or that comes from an attachment the session has left, is
+	// refused with SessionMoved. Attach 0 means unordered.
+	Attach uint64
+	Seq    uint64
 	// Op is the write: create, create2, createContainer, createTTL, delete, setData, setACL,
 	// multi, or closeSession (with an empty Body; it closes Session).
 	Op jute.Op
-	// Body is the jute-encoded request record, exactly as the client sent it.
+	// Body is the jute-encoded request record.
 	Body []byte
 }
 
@@ -113,34 +121,37 @@ func (n *Node) Start(ctx context.Context, p Proposal) (*Pending, error) {
 	} else if err := checkTxn(p.Op, p.Body); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
-	return n.start(ctx, &command{session: p.Session, op: p.Op, auth: p.Auth, body: p.Body}, false)
+	if p.Attach != 0 && p.Seq == 0 {
+		return nil, fmt.Errorf("%w: an ordered write needs a position", ErrBadRequest)
+	}
+	return n.start(ctx, &command{session: p.Session, op: p.Op, auth: p.Auth, body: p.Body, attach: p.Attach, aseq: p.Seq}, false)
 }
 
 // CreateSession creates a session with the negotiated timeout (ms). The leader picks the id
-// (ZooKeeper's layout: a server byte, then a time-based counter; never 0 or negative) and a
-// random 16-byte password.
-func (n *Node) CreateSession(ctx context.Context, timeoutMs int32) (znode.Session, error) {
+// (ZooKeeper's layout: a server byte, then a time-based counter; never 0 or negative), a random
+// 16-byte password, and the token of the attachment the session starts on (Proposal.Attach).
+func (n *Node) CreateSession(ctx context.Context, timeoutMs int32) (znode.Session, uint64, error) {
 	if timeoutMs <= 0 {
-		return znode.Session{}, fmt.Errorf("%w: session timeout %d", ErrBadRequest, timeoutMs)
+		return znode.Session{}, 0, fmt.Errorf("%w: session timeout %d", ErrBadRequest, timeoutMs)
 	}
 	body := binary.BigEndian.AppendUint32(nil, uint32(timeoutMs))
 	pd, err := n.start(ctx, &command{op: jute.OpCreateSession, body: body}, false)
 	if err != nil {
-		return znode.Session{}, err
+		return znode.Session{}, 0, err
 	}
 	res, cmd, err := pd.wait(ctx)
 	if err != nil {
-		return znode.Session{}, err
+		return znode.Session{}, 0, err
 	}
 	if res.Err != nil {
-		return znode.Session{}, fmt.Errorf("consensus: create session: %w", res.Err)
+		return znode.Session{}, 0, fmt.Errorf("consensus: create session: %w", res.Err)
 	}
 	req, err := txnRequest(jute.OpCreateSession, cmd.body)
 	if err != nil {
-		return znode.Session{}, err
+		return znode.Session{}, 0, err
 	}
 	cs := req.(*znode.CreateSession)
-	return znode.Session{ID: cs.ID, Timeout: cs.Timeout, Passwd: cs.Passwd}, nil
+	return znode.Session{ID: cs.ID, Timeout: cs.Timeout, Passwd: cs.Passwd}, cs.Attach, nil
 }
 
 // start registers a proposal, submits it and starts the goroutine that settles it.
@@ -166,6 +177,7 @@ func (n *Node) start(ctx context.Context, c *command, localOnly bool) (*Pending,
 	n.mu.pending[c.seq] = pr
 	if c.session != 0 {
 		n.mu.lastSeq[c.session] = c.seq
+		n.mu.unsettled[c.session]++
 	}
 	n.mu.Unlock()
 
@@ -190,8 +202,13 @@ func (n *Node) start(ctx context.Context, c *command, localOnly bool) (*Pending,
 func (n *Node) settle(c *command) {
 	n.mu.Lock()
 	delete(n.mu.pending, c.seq)
-	if c.session != 0 && n.mu.lastSeq[c.session] == c.seq {
-		delete(n.mu.lastSeq, c.session)
+	if c.session != 0 {
+		if n.mu.lastSeq[c.session] == c.seq {
+			delete(n.mu.lastSeq, c.session)
+		}
+		if n.mu.unsettled[c.session]--; n.mu.unsettled[c.session] <= 0 {
+			delete(n.mu.unsettled, c.session)
+		}
 	}
 	n.mu.Unlock()
 	<-n.slots
@@ -354,15 +371,19 @@ func (n *Node) complete(c *command, pr *proposal, at attempt, pd *Pending, local
 	}
 }
 
-// mayRetry reports whether a proposal that was not proposed may be submitted again: only if no
-// later proposal of its session was started, so retrying cannot reorder the session's writes.
+// mayRetry reports whether a proposal that was not proposed may be submitted again: only if it is
+// its session's one unsettled proposal here (no later one was started, and every earlier one has
+// its outcome). A write that follows one whose outcome is unknown is never resubmitted alone: it
+// fails, and the server closes the client's connection, so the client learns what happened.
+// (Every replica also refuses a session's write out of order, so even a wrong retry could not
+// make a write take effect before its predecessor; see znode.Txn.Attach.)
 func (n *Node) mayRetry(c *command) bool {
 	if c.session == 0 {
 		return true
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.mu.lastSeq[c.session] == c.seq
+	return n.mu.lastSeq[c.session] == c.seq && n.mu.unsettled[c.session] == 1
 }
 
 // classifyApply maps a raft apply error to an RPC status.
@@ -399,9 +420,13 @@ func (n *Node) leaderApply(c *command) (raft.ApplyFuture, error) {
 		// session over, so it comes from the operating system's CSPRNG.
 		passwd := make([]byte, 16)
 		crand.Read(passwd)
+		attach, err := n.newAttach()
+		if err != nil {
+			return nil, err
+		}
 		id := n.newSessionID()
 		n.sessions.claim(id, server)
-		cc.body = createSessionBody(znode.CreateSession{ID: id, Timeout: timeout, Passwd: passwd})
+		cc.body = createSessionBody(znode.CreateSession{ID: id, Timeout: timeout, Passwd: passwd, Attach: attach})
 	}
 	enqueue := min(n.cfg.HoldTimeout, time.Second)
 	return n.raft.ApplyLog(raft.Log{Data: cc.marshal()}, enqueue), nil

@@ -31,6 +31,7 @@ const (
 	rpcRemoveServer
 	rpcTransfer
 	rpcCommitted // the leader's announcement of a commit (relay.go); answered at once
+	rpcAttach    // rpcValidate that also returns the new attachment's token
 )
 
 // Reply statuses.
@@ -303,7 +304,7 @@ func (n *Node) handleRPC(kind byte, payload []byte) (byte, []byte) {
 			return fail(err)
 		}
 		return statusOK, closeSessionsBody(unknown)
-	case rpcValidate:
+	case rpcValidate, rpcAttach:
 		id := d.Int64()
 		server := ""
 		if d.Err() == nil && d.Len() > 0 {
@@ -312,14 +313,20 @@ func (n *Node) handleRPC(kind byte, payload []byte) (byte, []byte) {
 		if d.Err() != nil {
 			return statusFailed, []byte(d.Err().Error())
 		}
-		ok, err := n.leaderValidate(id, server)
+		ok, attach, err := n.leaderValidate(id, server)
 		if err != nil {
 			return fail(err)
 		}
+		var out []byte
 		if ok {
-			return statusOK, []byte{1}
+			out = []byte{1}
+		} else {
+			out = []byte{0}
 		}
-		return statusOK, []byte{0}
+		if kind == rpcAttach {
+			out = binary.BigEndian.AppendUint64(out, attach)
+		}
+		return statusOK, out
 	case rpcAddVoter:
 		id, addr := d.String(), d.String()
 		if d.Err() != nil {

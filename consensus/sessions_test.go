@@ -40,7 +40,7 @@ func TestCreateSessionIDs(t *testing.T) {
 	seen := map[int64]bool{}
 	for _, n := range c.running() {
 		for range 5 {
-			s, err := n.CreateSession(ctx, 4000)
+			s, _, err := n.CreateSession(ctx, 4000)
 			if err != nil {
 				t.Fatalf("create session via %s: %v", n.ID(), err)
 			}
@@ -61,11 +61,11 @@ func TestSessionExpiryDeletesEphemeralsOnce(t *testing.T) {
 	leader := c.leader()
 	f := c.followers()[0]
 	ctx := ctxT(t, 20*time.Second)
-	s, err := f.CreateSession(ctx, 1000)
+	s, _, err := f.CreateSession(ctx, 1000)
 	if err != nil {
 		t.Fatal(err)
 	}
-	keep, err := f.CreateSession(ctx, 1000)
+	keep, _, err := f.CreateSession(ctx, 1000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestSessionExpiryDeletesEphemeralsOnce(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if ok, err := f.ValidateSession(ctx, s.ID); err != nil || !ok {
+	if ok, _, err := f.ValidateSession(ctx, s.ID); err != nil || !ok {
 		t.Fatalf("ValidateSession(live) = %v, %v", ok, err)
 	}
 	stop()
@@ -115,7 +115,7 @@ func TestSessionExpiryDeletesEphemeralsOnce(t *testing.T) {
 			t.Fatalf("pinged session %#x expired on %s", keep.ID, n.ID())
 		}
 	}
-	if ok, err := f.ValidateSession(ctx, s.ID); err != nil || ok {
+	if ok, _, err := f.ValidateSession(ctx, s.ID); err != nil || ok {
 		t.Fatalf("ValidateSession(expired) = %v, %v; want false", ok, err)
 	}
 	stopKeep()
@@ -126,7 +126,7 @@ func TestPingingSessionSurvivesLeaderChange(t *testing.T) {
 	old := c.leader()
 	f := c.followers()[0]
 	ctx := ctxT(t, 20*time.Second)
-	s, err := f.CreateSession(ctx, 2000)
+	s, _, err := f.CreateSession(ctx, 2000)
 	if err != nil {
 		t.Fatal(err)
 	}

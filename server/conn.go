@@ -34,8 +34,14 @@ type conn struct {
 
 	sid     atomic.Int64
 	timeout atomic.Int32
-	auth    atomic.Pointer[[]jute.Id]
-	closed  atomic.Bool
+	// attach is the token of this connection's attachment to its session (set by the handshake);
+	// writeSeq counts the writes the reader started on it. Each write carries both, so every
+	// replica applies the connection's writes only in order (backend.Start). Only the reader
+	// touches writeSeq.
+	attach   uint64
+	writeSeq uint64
+	auth     atomic.Pointer[[]jute.Id]
+	closed   atomic.Bool
 	// closingSession is set once the client sent closeSession: the executor answers it and
 	// closes the connection itself, so housekeeping must not drop it (and its reply) first.
 	closingSession atomic.Bool
@@ -267,11 +273,12 @@ func (c *conn) handshake(ctx context.Context, req *jute.ConnectRequest) (bool, e
 	var resp *jute.ConnectResponse
 	if req.SessionID == 0 {
 		pctx, cancel := context.WithTimeout(ctx, s.cfg.MaxSessionTimeout)
-		sess, err := s.backend.CreateSession(pctx, timeout)
+		sess, attach, err := s.backend.CreateSession(pctx, timeout)
 		cancel()
 		if err != nil {
 			return false, fmt.Errorf("server: create session: %w", err)
 		}
+		c.attach = attach
 		resp = &jute.ConnectResponse{TimeOut: sess.Timeout, SessionID: sess.ID, Passwd: sess.Passwd, HasReadOnly: req.HasReadOnly}
 		timeout = sess.Timeout
 	} else {
@@ -290,8 +297,9 @@ func (c *conn) handshake(ctx context.Context, req *jute.ConnectRequest) (bool, e
 			return false, errSessionGone
 		}
 		pctx, cancel := context.WithTimeout(ctx, s.cfg.MaxSessionTimeout)
-		err := s.backend.ValidateSession(pctx, req.SessionID, timeout)
+		attach, err := s.backend.ValidateSession(pctx, req.SessionID, timeout)
 		cancel()
+		c.attach = attach
 		if errors.Is(err, errSessionGone) {
 			c.out.pushFrame(expiredResponse(req))
 			c.finish()

@@ -21,31 +21,31 @@ var _ backend = nodeBackend{}
 
 func (b nodeBackend) View() *znode.View { return b.n.View() }
 
-func (b nodeBackend) Start(ctx context.Context, session int64, auth []jute.Id, op jute.Op, req jute.Record) (pendingWrite, error) {
+func (b nodeBackend) Start(ctx context.Context, w write) (pendingWrite, error) {
 	var body []byte
-	if req != nil {
-		body = jute.Marshal(nil, req)
+	if w.req != nil {
+		body = jute.Marshal(nil, w.req)
 	}
-	p, err := b.n.Start(ctx, consensus.Proposal{Session: session, Auth: auth, Op: op, Body: body})
+	p, err := b.n.Start(ctx, consensus.Proposal{Session: w.session, Attach: w.attach, Seq: w.seq, Auth: w.auth, Op: w.op, Body: body})
 	if err != nil {
 		return nil, err
 	}
 	return p, nil
 }
 
-func (b nodeBackend) CreateSession(ctx context.Context, timeout int32) (znode.Session, error) {
+func (b nodeBackend) CreateSession(ctx context.Context, timeout int32) (znode.Session, uint64, error) {
 	return b.n.CreateSession(ctx, timeout)
 }
 
-func (b nodeBackend) ValidateSession(ctx context.Context, id int64, _ int32) error {
-	ok, err := b.n.ValidateSession(ctx, id)
+func (b nodeBackend) ValidateSession(ctx context.Context, id int64, _ int32) (uint64, error) {
+	ok, attach, err := b.n.ValidateSession(ctx, id)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if !ok {
-		return errSessionGone
+		return 0, errSessionGone
 	}
-	return nil
+	return attach, nil
 }
 
 func (b nodeBackend) Touch(id int64) {

@@ -91,7 +91,7 @@ func (c *conn) admit(ctx context.Context, frame []byte) bool {
 			return false
 		}
 		c.closingSession.Store(true)
-		p, err := s.backend.Start(ctx, sid, r.auth, jute.OpCloseSession, nil)
+		p, err := c.startWrite(ctx, sid, r.auth, jute.OpCloseSession, nil)
 		if err != nil {
 			c.abort(err)
 			return false
@@ -111,7 +111,7 @@ func (c *conn) admit(ctx context.Context, frame []byte) bool {
 		if !c.awaitReads() {
 			return false
 		}
-		p, err := s.backend.Start(ctx, sid, r.auth, hdr.Type, body)
+		p, err := c.startWrite(ctx, sid, r.auth, hdr.Type, body)
 		switch {
 		case err != nil && isBadRequest(err):
 			r.fixed, r.code = true, jute.CodeMarshallingError
@@ -127,6 +127,20 @@ func (c *conn) admit(ctx context.Context, frame []byte) bool {
 		return false
 	}
 	return !r.closeSession && !r.closeAfter
+}
+
+// startWrite starts a write as the connection's next one in order. A write refused as malformed
+// was not proposed and does not take a place in the order.
+func (c *conn) startWrite(ctx context.Context, sid int64, auth []jute.Id, op jute.Op, req jute.Record) (pendingWrite, error) {
+	w := write{session: sid, auth: auth, op: op, req: req}
+	if c.attach != 0 {
+		w.attach, w.seq = c.attach, c.writeSeq+1
+	}
+	p, err := c.s.backend.Start(ctx, w)
+	if err == nil || !isBadRequest(err) {
+		c.writeSeq = w.seq
+	}
+	return p, err
 }
 
 // awaitReads waits until every read admitted so far has been executed, so that a write started
@@ -185,6 +199,14 @@ func (c *conn) complete(ctx context.Context, r *request) bool {
 		if err != nil {
 			c.log.Debug("write outcome unknown; dropping the connection", "op", r.hdr.Type, "err", err)
 			c.abort(err)
+			return false
+		}
+		if errors.Is(res.Err, jute.CodeSessionMoved) {
+			// The session has moved to another connection, or an earlier write of this one never
+			// took effect: nothing more may be done here. As in ZooKeeper, SessionMoved is a
+			// connection-level error: the connection closes without a reply.
+			c.log.Debug("write refused out of the session's order; dropping the connection", "op", r.hdr.Type)
+			c.abort(errSessionMoved)
 			return false
 		}
 		if r.closeSession {
