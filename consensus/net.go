@@ -83,17 +83,21 @@ func (s *streamLayer) Close() error {
 
 func (s *streamLayer) Addr() net.Addr { return s.addr }
 
+// Dial connects to a peer's Raft transport. Each dial is bounded by peerDialTimeout (less if raft
+// asks for less): raft dials again soon after a failure, and retryTransport keeps dialling a
+// follower that cannot be reached, so a short bound only makes a healed partition noticed sooner.
+// A failed dial is a peerDialError: nothing was sent.
 func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), min(timeout, peerDialTimeout))
 	defer cancel()
 	select {
 	case <-s.done:
-		return nil, errLayerClosed
+		return nil, peerDialError{errLayerClosed}
 	default:
 	}
 	c, err := s.network.Dial(ctx, string(address))
 	if err != nil {
-		return nil, err
+		return nil, peerDialError{err}
 	}
 	if _, err := c.Write([]byte{connRaft}); err != nil {
 		c.Close()

@@ -51,6 +51,7 @@ type Node struct {
 
 	raft   *raft.Raft
 	trans  *raft.NetworkTransport
+	rtrans *retryTransport // what raft sends through: trans, waiting for unreachable followers
 	layer  *streamLayer
 	ln     net.Listener
 	self   raft.ServerAddress // where this node dials its own Raft transport (relay.go)
@@ -279,10 +280,13 @@ func (n *Node) open() error {
 			return fmt.Errorf("consensus: bootstrap: %w", err)
 		}
 	}
-	r, err := raft.NewRaft(rc, n.fsm, logs, stable, snaps, n.trans)
+	rt := &retryTransport{NetworkTransport: n.trans, stop: n.stop}
+	n.rtrans = rt
+	r, err := raft.NewRaft(rc, n.fsm, logs, stable, snaps, rt)
 	if err != nil {
 		return fmt.Errorf("consensus: start raft: %w", err)
 	}
+	rt.raft.Store(r)
 	n.raft = r
 	return nil
 }
