@@ -14,9 +14,11 @@ build:
 	$(GO) build $(PKGS)
 	@if ls cmd/*/main.go >/dev/null 2>&1; then mkdir -p bin && $(GO) build -o bin/ ./cmd/...; fi
 
-## test: the full test suite with the race detector (needs ZooKeeper for the oracle checks; see README)
+## test: the full test suite with the race detector (needs ZooKeeper for the oracle checks; see README).
+## Without ZooKeeper a banner says so before and after the run, and the oracle checks skip.
 test:
-	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+	@./scripts/zk-banner.sh
+	$(GO) test -race -count=1 -timeout 20m $(PKGS); status=$$?; ./scripts/zk-banner.sh; exit $$status
 
 ## test-consensus-long: consensus's porcupine linearizability check under faults for a minute per run
 ## (ZKD_SEED=<seed> replays a logged run)
@@ -31,6 +33,7 @@ test-short:
 ## the zkbench smoke on a real ZooKeeper, conformance on a real 3-server ensemble too (needs Debian's
 ## zookeeper package)
 test-zookeeper:
+	@./scripts/zk-banner.sh
 	RECIPES_TARGET=zookeeper $(GO) test -race -count=1 -timeout 20m ./recipes/
 	ZKBENCH_TARGET=zookeeper $(GO) test -race -count=1 -timeout 10m ./cmd/zkbench/
 	CONFORMANCE_ZK_ENSEMBLE=1 $(GO) test -race -count=1 -timeout 20m ./conformance/...

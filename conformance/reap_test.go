@@ -14,7 +14,7 @@ func TestReaping(t *testing.T) {
 	needReap := func(t *testing.T, e *env, ttl bool) {
 		t.Helper()
 		if !e.tg.Caps.FastReap {
-			t.Skip("target reaps only every znode.container.checkIntervalMs (60 s by default; zk-anchor cannot shorten it); CONFORMANCE_CAPS=fastreap declares a shorter interval")
+			t.Skip("target reaps only every znode.container.checkIntervalMs (60 s by default, which zktest's ZooKeeper keeps); CONFORMANCE_CAPS=fastreap declares a shorter interval")
 		}
 		if ttl && !e.tg.Caps.TTL {
 			t.Skip("target does not enable TTL nodes (extendedTypesEnabled); CONFORMANCE_CAPS=ttl declares it")

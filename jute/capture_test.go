@@ -16,12 +16,11 @@ import (
 
 // The capture test talks to a real Apache ZooKeeper and records the frames of each exchange under
 // testdata/. It runs only when JUTE_CAPTURE_ADDR names a server; it writes files only with -update.
-// The server needs extendedTypesEnabled=true for createTTL, which zk-anchor's start does not set,
-// so start it with zk-anchor's helpers directly (stop it with zk-anchor stop /tmp/zk-jute):
+// The server needs extendedTypesEnabled=true for createTTL, which a stock ZooKeeper leaves off.
+// zkbench runs one from Debian's zookeeper package in the foreground (Ctrl-C stops it):
 //
-//	(. /work/shared/tools/zk-common.sh; d=/tmp/zk-jute
-//	 zk_write_conf $d 21810 extendedTypesEnabled=true && zk_launch $d && zk_wait_ruok $d 21810 60)
-//	JUTE_CAPTURE_ADDR=127.0.0.1:21810 go test ./jute -run TestCapture -update
+//	go run ./cmd/zkbench zookeeper -dir /tmp/zk-jute -addr 127.0.0.1:21810 -cfg extendedTypesEnabled=true
+//	JUTE_CAPTURE_ADDR=127.0.0.1:21810 go test ./jute -run TestCapture -update    (in another shell)
 //
 // Without -update it still runs every exchange against the server and checks the replies decode.
 // The server should be fresh or at least hold no /jute tree of another run's sessions; the test

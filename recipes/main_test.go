@@ -55,10 +55,10 @@ func TestMain(m *testing.M) {
 			targetAddrs = []string{s.Addr()}
 			return m.Run()
 		}
-		if !zktest.Available() {
+		if err := zktest.Check(); err != nil {
 			// Without a server only the pure tests can run; Example functions cannot skip, so
 			// restrict the run to the pure tests and say why.
-			targetSkip = "no ZooKeeper: set RECIPES_ZK_ADDR or install the zookeeper package (" + zktest.ErrNoZooKeeper.Error() + ")"
+			targetSkip = "no ZooKeeper: set RECIPES_ZK_ADDR or install the zookeeper package (" + err.Error() + ")"
 			fmt.Fprintln(os.Stderr, "recipes: "+targetSkip+"; running only the tests that need no server")
 			flag.Parse()
 			_ = flag.Set("test.run", pureTests)

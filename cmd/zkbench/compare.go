@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/zkd-io/zkd/internal/apachezk"
 )
 
 // benchSpec is one row group of the comparison: a named run configuration.
@@ -53,7 +55,6 @@ type compareOptions struct {
 	ZkdBin     string
 	ZkdArgs    string
 	ZkdMissing string
-	Anchor     string
 	Work       string
 	Out        string
 	RawOut     string
@@ -114,7 +115,6 @@ func compareMain(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.StringVar(&o.ZkdBin, "zkd", "", "zkd binary (empty or missing: ZooKeeper only)")
 	missing := fs.String("zkd-missing", "", "why zkd is not measured (for the report, when -zkd is empty)")
 	fs.StringVar(&o.ZkdArgs, "zkd-args", "-config {cfg}", "zkd arguments; {cfg} {port} {data} {dir} are replaced")
-	fs.StringVar(&o.Anchor, "anchor", "", "zk-anchor tool (default: ../shared/tools/zk-anchor beside the module)")
 	fs.StringVar(&o.Work, "work", "", "directory for servers' files (default: a new temporary directory, removed after)")
 	fs.StringVar(&o.Out, "out", "docs/benchmarks.md", "report to write")
 	fs.StringVar(&o.RawOut, "raw", "", "also write every measurement as JSON here")
@@ -145,12 +145,8 @@ func compareMain(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		o.Command = label // set by scripts/bench/run.sh, whose own command line is the one to rerun
 	}
 	o.ZkdMissing = *missing
-	if o.Anchor == "" {
-		a, err := findAnchor()
-		if err != nil {
-			return err
-		}
-		o.Anchor = a
+	if err := apachezk.Installed(); err != nil {
+		return fmt.Errorf("zkbench: compare needs Apache ZooKeeper: %w", err)
 	}
 	if o.Work == "" {
 		w, err := os.MkdirTemp("", "zkbench-compare-")
@@ -175,31 +171,6 @@ func compareMain(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	_, _ = fmt.Fprintf(stdout, "wrote %s\n", o.Out)
 	return err
-}
-
-// findAnchor looks for ../shared/tools/zk-anchor beside the module root.
-func findAnchor() (string, error) {
-	if p := os.Getenv("ZK_ANCHOR"); p != "" {
-		return p, nil
-	}
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			p := filepath.Join(dir, "..", "shared", "tools", "zk-anchor")
-			if _, err := os.Stat(p); err != nil {
-				return "", fmt.Errorf("zkbench: no zk-anchor at %s: %w", p, err)
-			}
-			return p, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("zkbench: zk-anchor not found; pass -anchor")
-		}
-		dir = parent
-	}
 }
 
 // zkdAvailable reports why zkd cannot be compared, or "" if it can.
@@ -282,7 +253,7 @@ func compareTopology(ctx context.Context, o compareOptions, cmp *comparison, spe
 		}
 	}()
 	logf("%s: starting ZooKeeper on port %d", topo, base)
-	zk, err := startZooKeeper(ctx, o.Anchor, filepath.Join(o.Work, topo+"-zookeeper"), base, nodes)
+	zk, err := startZooKeeper(ctx, filepath.Join(o.Work, topo+"-zookeeper"), base, nodes)
 	if err != nil {
 		return err
 	}
@@ -363,7 +334,7 @@ func compareMemory(ctx context.Context, o compareOptions, cmp *comparison, base 
 // startStandalone starts one server of the given kind alone, with its files under dir.
 func startStandalone(ctx context.Context, o compareOptions, kind, dir string, port int) (*server, error) {
 	if kind == kindZooKeeper {
-		return startZooKeeper(ctx, o.Anchor, dir, port, 1)
+		return startZooKeeper(ctx, dir, port, 1)
 	}
 	return startZkd(ctx, o.ZkdBin, o.ZkdArgs, dir, port, 1)
 }
@@ -378,9 +349,7 @@ func measureMemory(ctx context.Context, o compareOptions, kind string, n, port i
 		return rec, err
 	}
 	if kind == kindZooKeeper {
-		if lt, lerr := s.launchTime(); lerr == nil {
-			t0 = lt
-		}
+		t0 = s.launchTime()
 	}
 	defer func() { _ = s.stop() }()
 	rec.StartupMS = msSince(t0)

@@ -7,6 +7,7 @@
 //	zkbench -smoke -addr ...                                       every workload for a moment
 //	zkbench populate -addr ... -n 1000000 -size 128               create znodes and keep them
 //	zkbench compare -zkd bin/zkd -out docs/benchmarks.md           zkd against ZooKeeper, side by side
+//	zkbench zookeeper -dir /tmp/zk -addr 127.0.0.1:21810           a real ZooKeeper until Ctrl-C
 //
 // Workloads: create, set, get, mixed (-read-ratio), multi (-multi-ops setData per multi), churn
 // (ephemeral-sequential create then delete), large (setData of 256 KiB values unless -size is at
@@ -55,6 +56,8 @@ func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return populateMain(ctx, args[1:], stdout, stderr)
 		case "compare":
 			return compareMain(ctx, args[1:], stdout, stderr)
+		case "zookeeper":
+			return zookeeperMain(ctx, args[1:], stdout, stderr)
 		}
 	}
 	return benchMain(ctx, args, stdout, stderr)

@@ -1,19 +1,21 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/zkd-io/zkd/internal/apachezk"
 	"github.com/zkd-io/zkd/jute"
 )
 
@@ -31,11 +33,11 @@ type server struct {
 	dir   string
 	nodes []string // per-node directories
 
-	anchor string // ZooKeeper: the zk-anchor tool
+	zk []*apachezk.Process // ZooKeeper: the servers, by node
 
 	bin   string      // zkd: the binary
 	args  string      // zkd: argument template
-	ports []int       // zkd: client ports
+	ports []int       // client ports, by node
 	cmds  []*exec.Cmd // zkd: the running processes, by node
 	waits []chan error
 }
@@ -64,8 +66,8 @@ func zkdConfig(nodeDir string, clientPort, i, n, base int, extra string) (string
 }
 
 // startZkd starts zkd with its files under dir: standalone on port base, or (nodes = 3) a cluster
-// with client ports base..base+2, peer ports base+11.. and election ports base+21.., as zk-anchor
-// lays out ZooKeeper's ensemble.
+// with client ports base..base+2, peer ports base+11.. and election ports base+21.., as
+// startZooKeeper lays out ZooKeeper's ensemble.
 func startZkd(ctx context.Context, bin, args, dir string, base, nodes int) (*server, error) {
 	s := &server{kind: kindZkd, dir: dir, bin: bin, args: args}
 	for i := range nodes {
@@ -95,6 +97,15 @@ func startZkd(ctx context.Context, bin, args, dir string, base, nodes int) (*ser
 	return s, nil
 }
 
+// cfgLines renders zoo.cfg keys as lines, in key order.
+func cfgLines(kv map[string]string) string {
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(kv)) {
+		fmt.Fprintf(&b, "%s=%s\n", k, kv[k])
+	}
+	return b.String()
+}
+
 // launchZkd starts zkd node i and returns at once. Its output, with the Go runtime's GC trace (for
 // the live heap), goes to zkd.log in the node's directory.
 func (s *server) launchZkd(i int) error {
@@ -121,31 +132,70 @@ func (s *server) launchZkd(i int) error {
 	return nil
 }
 
-// startZooKeeper starts Apache ZooKeeper through zk-anchor: standalone on port base, or a
-// 3-node ensemble on base..base+2.
-func startZooKeeper(ctx context.Context, anchor, dir string, base, nodes int) (*server, error) {
-	s := &server{kind: kindZooKeeper, dir: dir, anchor: anchor}
-	verb := "start"
-	if nodes > 1 {
-		verb = "ensemble"
+// zooKeeperConfigs lays out Apache ZooKeeper with its files under dir: standalone on port base,
+// or (nodes = 3) an ensemble with client ports base..base+2, peer ports base+11.. and election
+// ports base+21... Every other setting is internal/apachezk's stock configuration.
+func zooKeeperConfigs(dir string, base, nodes int) []apachezk.ServerConfig {
+	if nodes == 1 {
+		return []apachezk.ServerConfig{{Dir: dir, ClientAddr: fmt.Sprintf("127.0.0.1:%d", base)}}
 	}
-	if out, err := exec.CommandContext(ctx, anchor, verb, strconv.Itoa(base), dir).CombinedOutput(); err != nil {
-		_ = s.stop()
-		return nil, fmt.Errorf("zkbench: zk-anchor %s: %w: %s", verb, err, bytes.TrimSpace(out))
+	var servers []string
+	for i := 1; i <= nodes; i++ {
+		servers = append(servers, fmt.Sprintf("server.%d=127.0.0.1:%d:%d", i, base+10+i, base+20+i))
 	}
-	for i := range nodes {
-		if nodes > 1 {
-			s.nodes = append(s.nodes, filepath.Join(dir, fmt.Sprintf("n%d", i+1)))
-		} else {
-			s.nodes = append(s.nodes, dir)
+	cfgs := make([]apachezk.ServerConfig, nodes)
+	for i := range cfgs {
+		cfgs[i] = apachezk.ServerConfig{
+			Dir:        filepath.Join(dir, fmt.Sprintf("n%d", i+1)),
+			ClientAddr: fmt.Sprintf("127.0.0.1:%d", base+i),
+			ID:         i + 1,
+			Servers:    servers,
 		}
-		s.addrs = append(s.addrs, fmt.Sprintf("127.0.0.1:%d", base+i))
+	}
+	return cfgs
+}
+
+// startZooKeeper starts Apache ZooKeeper (internal/apachezk): standalone on port base, or a
+// 3-node ensemble on base..base+2.
+func startZooKeeper(ctx context.Context, dir string, base, nodes int) (*server, error) {
+	s := &server{kind: kindZooKeeper, dir: dir}
+	for i, cfg := range zooKeeperConfigs(dir, base, nodes) {
+		p, err := apachezk.Launch(cfg)
+		if err != nil {
+			_ = s.stop()
+			return nil, fmt.Errorf("zkbench: %w", err)
+		}
+		s.zk = append(s.zk, p)
+		s.nodes = append(s.nodes, p.Dir())
+		s.ports = append(s.ports, base+i)
+		s.addrs = append(s.addrs, p.ClientAddr())
+	}
+	if err := s.waitZooKeeper(ctx); err != nil {
+		_ = s.stop()
+		return nil, err
 	}
 	if err := s.waitReady(ctx, 120*time.Second); err != nil {
 		_ = s.stop()
 		return nil, err
 	}
 	return s, nil
+}
+
+// waitZooKeeper waits until every ZooKeeper server serves (apachezk's WaitReady): 60 s for a
+// standalone server, 120 s for an ensemble to elect its leader.
+func (s *server) waitZooKeeper(ctx context.Context) error {
+	within := 60 * time.Second
+	if len(s.zk) > 1 {
+		within = 120 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	for _, p := range s.zk {
+		if err := p.WaitReady(ctx); err != nil {
+			return fmt.Errorf("zkbench: %w", err)
+		}
+	}
+	return nil
 }
 
 // waitReady waits until every node accepts a session and a write succeeds.
@@ -184,22 +234,17 @@ func (s *server) pid(i int) (int, error) {
 		}
 		return s.cmds[i].Process.Pid, nil
 	}
-	b, err := os.ReadFile(filepath.Join(s.nodes[i], "zk.pid"))
-	if err != nil {
-		return 0, fmt.Errorf("zkbench: zookeeper pid: %w", err)
-	}
-	return strconv.Atoi(strings.TrimSpace(string(b)))
+	return s.zk[i].PID(), nil
 }
 
-// stop stops every node gracefully (zk-anchor stop for ZooKeeper; SIGTERM, then SIGKILL after 15
-// seconds, for zkd).
+// stop stops every node gracefully: SIGTERM, then SIGKILL after 15 seconds.
 func (s *server) stop() error {
 	if s.kind == kindZooKeeper {
-		out, err := exec.Command(s.anchor, "stop", s.dir).CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("zkbench: zk-anchor stop: %w: %s", err, bytes.TrimSpace(out))
+		var errs []error
+		for _, p := range s.zk {
+			errs = append(errs, p.Stop())
 		}
-		return nil
+		return errors.Join(errs...)
 	}
 	for i, cmd := range s.cmds {
 		if cmd == nil {
@@ -219,6 +264,12 @@ func (s *server) stop() error {
 
 // kill9 kills node 0 with SIGKILL and waits for it to be gone.
 func (s *server) kill9() error {
+	if s.kind == kindZooKeeper {
+		if err := s.zk[0].Kill(); err != nil {
+			return fmt.Errorf("zkbench: kill -9: %w", err)
+		}
+		return nil
+	}
 	pid, err := s.pid(0)
 	if err != nil {
 		return err
@@ -226,48 +277,36 @@ func (s *server) kill9() error {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		return fmt.Errorf("zkbench: kill -9 %d: %w", pid, err)
 	}
-	if s.kind == kindZkd {
-		<-s.waits[0]
-		s.cmds[0] = nil
-		return nil
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); errors.Is(err, os.ErrNotExist) {
-			return nil
-		}
-		time.Sleep(10 * time.Millisecond) // no event to wait on for a process we did not start
-	}
-	return fmt.Errorf("zkbench: pid %d still alive after kill -9", pid)
+	<-s.waits[0]
+	s.cmds[0] = nil
+	return nil
 }
 
-// restart relaunches standalone node 0 on its existing data and returns the launch time: for zkd
-// just before exec, for ZooKeeper just before the JVM's exec (zk-anchor's launch_ns), so the
-// shell wrapper is not counted.
+// restart relaunches standalone node 0 on its existing data and returns the launch time, taken
+// just before the exec of zkd or of ZooKeeper's JVM. zkd is left to start; ZooKeeper is first
+// waited for until it serves (apachezk's WaitReady), as the harness always did: while it loads
+// its data it accepts connections but leaves a session's handshake unanswered, and a client that
+// connects then waits out its whole connect timeout (10 s here) instead of measuring the restart.
 func (s *server) restart(ctx context.Context) (time.Time, error) {
 	if s.kind == kindZkd {
 		t := time.Now()
 		return t, s.launchZkd(0)
 	}
-	port := strings.TrimPrefix(s.addrs[0], "127.0.0.1:")
-	if out, err := exec.CommandContext(ctx, s.anchor, "start", port, s.dir).CombinedOutput(); err != nil {
-		return time.Time{}, fmt.Errorf("zkbench: zk-anchor start: %w: %s", err, bytes.TrimSpace(out))
+	p := s.zk[0]
+	if err := p.Restart(); err != nil {
+		return time.Time{}, fmt.Errorf("zkbench: restart ZooKeeper: %w", err)
 	}
-	return s.launchTime()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	if err := p.WaitReady(ctx); err != nil {
+		return time.Time{}, fmt.Errorf("zkbench: restart ZooKeeper: %w", err)
+	}
+	return p.Launched(), nil
 }
 
-// launchTime reads when zk-anchor launched ZooKeeper's JVM.
-func (s *server) launchTime() (time.Time, error) {
-	b, err := os.ReadFile(filepath.Join(s.nodes[0], "launch_ns"))
-	if err != nil {
-		return time.Time{}, err
-	}
-	ns, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("zkbench: launch_ns: %w", err)
-	}
-	return time.Unix(0, ns), nil
-}
+// launchTime returns when node 0 was launched (ZooKeeper only: zkd's launch is timed by its
+// caller).
+func (s *server) launchTime() time.Time { return s.zk[0].Launched() }
 
 // waitForNode polls (every 10 ms) until a session on addr sees path, and returns when it did.
 func waitForNode(ctx context.Context, addr, path string, timeout time.Duration) (time.Time, error) {
@@ -350,34 +389,32 @@ func (s *server) heapMB(ctx context.Context) (float64, error) {
 }
 
 // relaunch stops a standalone server and starts it again on the same data with extra zoo.cfg
-// lines (for example snapCount), then waits until it takes writes. ZooKeeper is launched by
-// zk-anchor's own helpers (zk-common.sh beside it), which write the same configuration as
-// `zk-anchor start` plus the extra lines.
-func (s *server) relaunch(ctx context.Context, extra string) error {
+// keys (for example snapCount) after the usual configuration, then waits until it takes writes.
+func (s *server) relaunch(ctx context.Context, extra map[string]string) error {
 	if len(s.nodes) != 1 {
 		return errors.New("zkbench: relaunch is for standalone servers")
 	}
 	if err := s.stop(); err != nil {
 		return err
 	}
-	port := s.addrs[0][strings.LastIndexByte(s.addrs[0], ':')+1:]
 	if s.kind == kindZkd {
-		if _, err := zkdConfig(s.nodes[0], s.ports[0], 0, 1, s.ports[0], extra); err != nil {
+		if _, err := zkdConfig(s.nodes[0], s.ports[0], 0, 1, s.ports[0], cfgLines(extra)); err != nil {
 			return err
 		}
 		if err := s.launchZkd(0); err != nil {
 			return err
 		}
 	} else {
-		anchor, err := filepath.EvalSymlinks(s.anchor)
+		cfg := zooKeeperConfigs(s.dir, s.ports[0], 1)[0]
+		cfg.Extra = extra
+		p, err := apachezk.Launch(cfg)
 		if err != nil {
-			return err
+			return fmt.Errorf("zkbench: relaunch ZooKeeper: %w", err)
 		}
-		common := filepath.Join(filepath.Dir(anchor), "zk-common.sh")
-		script := `. "$0"; zk_write_conf "$1" "$2" "$3"; zk_launch "$1"; zk_wait_ruok "$1" "$2" 120 >/dev/null || zk_die "no imok on port $2"`
-		if out, err := exec.CommandContext(ctx, "bash", "-c", script, common, s.dir, port, extra).CombinedOutput(); err != nil {
+		s.zk[0] = p
+		if err := s.waitZooKeeper(ctx); err != nil {
 			_ = s.stop()
-			return fmt.Errorf("zkbench: relaunch ZooKeeper: %w: %s", err, bytes.TrimSpace(out))
+			return err
 		}
 	}
 	return s.waitReady(ctx, 120*time.Second)

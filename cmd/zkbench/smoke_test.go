@@ -90,7 +90,7 @@ func runTests(m *testing.M) int {
 func smokeTarget(t *testing.T) []string {
 	t.Helper()
 	if errors.Is(targetErr, zktest.ErrNoZooKeeper) {
-		t.Skip("no ZooKeeper here and ZKBENCH_ADDR not set")
+		t.Skipf("ZKBENCH_ADDR not set and %v", targetErr)
 	}
 	if targetErr != nil {
 		t.Fatal(targetErr)

@@ -36,12 +36,12 @@ type snapRecord struct {
 	Err     string `json:"error,omitempty"`
 }
 
-// snapshotConfig returns the zoo.cfg lines of a snapshot mode; both servers read the same keys.
-func snapshotConfig(mode string, snapCount int) string {
+// snapshotConfig returns the zoo.cfg keys of a snapshot mode; both servers read the same keys.
+func snapshotConfig(mode string, snapCount int) map[string]string {
 	if mode == snapOff {
-		return "snapCount=1000000000\nsnapSizeLimitInKb=-1\n"
+		return map[string]string{"snapCount": "1000000000", "snapSizeLimitInKb": "-1"}
 	}
-	return fmt.Sprintf("snapCount=%d\n", snapCount)
+	return map[string]string{"snapCount": strconv.Itoa(snapCount)}
 }
 
 // snapshotSpec is the load of every snapshot run: setData at a fixed offered rate, so a stall

@@ -20,12 +20,8 @@ func TestCompareSnapshots(t *testing.T) {
 	if os.Getenv("ZKBENCH_TARGET") != "zookeeper" {
 		t.Skip("compares against a real ZooKeeper: set ZKBENCH_TARGET=zookeeper")
 	}
-	if !zktest.Available() {
-		t.Skip("no ZooKeeper here")
-	}
-	anchor, err := zktest.AnchorPath()
-	if err != nil {
-		t.Fatal(err)
+	if err := zktest.Check(); err != nil {
+		t.Skip(err)
 	}
 	work := t.TempDir()
 	bin := filepath.Join(work, "zkd")
@@ -33,7 +29,7 @@ func TestCompareSnapshots(t *testing.T) {
 		t.Fatalf("go build zkd: %v\n%s", err, out)
 	}
 	o := compareOptions{
-		ZkdBin: bin, ZkdArgs: "-config {cfg}", Anchor: anchor, Work: work,
+		ZkdBin: bin, ZkdArgs: "-config {cfg}", Work: work,
 		Repeat: 1, Duration: 5 * time.Second, SnapZnodes: 20000, SnapCount: 1000, SnapRate: 1000,
 	}
 	cmp := &comparison{Options: o}

@@ -46,11 +46,12 @@ func packageDirs(t *testing.T, dir string) []string {
 	t.Helper()
 	var dirs []string
 	root := filepath.Join("..", "..")
-	_ = filepath.WalkDir(filepath.Join(root, dir), func(p string, d os.DirEntry, err error) error {
+	start := filepath.Join(root, dir)
+	_ = filepath.WalkDir(start, func(p string, d os.DirEntry, err error) error {
 		if err != nil || !d.IsDir() {
 			return nil
 		}
-		if d.Name() == "testdata" {
+		if d.Name() == "testdata" || (p != start && strings.HasPrefix(d.Name(), ".")) {
 			return filepath.SkipDir
 		}
 		if m, _ := filepath.Glob(filepath.Join(p, "*.go")); len(m) > 0 {
@@ -99,6 +100,35 @@ func TestLayering(t *testing.T) {
 		}
 	}
 }
+
+// TestTestMachinery keeps the test machinery out of production code: internal/apachezk (it
+// launches real Apache ZooKeeper processes) may be imported by test files, cmd/zkbench and other
+// internal/ packages only; internal/zktest and internal/raftnet by test files and internal/ only.
+func TestTestMachinery(t *testing.T) {
+	rules := []struct {
+		pkg     string
+		allowed func(dir string) bool // for production files in dir
+	}{
+		{module + "/internal/apachezk", func(dir string) bool { return dir == "cmd/zkbench" || inInternal(dir) }},
+		{module + "/internal/zktest", inInternal},
+		{module + "/internal/raftnet", inInternal},
+	}
+	dirs := packageDirs(t, ".")
+	if len(dirs) < 10 {
+		t.Fatalf("found only %d package directories in the module: %v", len(dirs), dirs)
+	}
+	for _, dir := range dirs {
+		prod, _ := imports(t, dir)
+		for _, r := range rules {
+			if files, ok := prod[r.pkg]; ok && !r.allowed(filepath.ToSlash(dir)) {
+				t.Errorf("%s imports %s (%s); it is test machinery (docs/architecture.md)", dir, r.pkg, strings.Join(files, ", "))
+			}
+		}
+	}
+}
+
+// inInternal reports whether a module-relative directory is internal/ or below it.
+func inInternal(dir string) bool { return dir == "internal" || strings.HasPrefix(dir, "internal/") }
 
 // TestNoPrintInLibraries keeps fmt.Print* and log.Print* out of library packages: they log
 // through an injected *slog.Logger.

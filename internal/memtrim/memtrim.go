@@ -24,7 +24,9 @@ type Policy struct {
 	// Interval is how often the heap is sampled.
 	Interval time.Duration
 	// IdleRate is the allocation rate (bytes per second) below which the process counts as
-	// idle; it must stay below it for IdleSamples consecutive samples.
+	// idle; it must stay below it for IdleSamples consecutive samples. The rate is measured over
+	// the time that really passed between two samples, which is longer than Interval when the
+	// machine is loaded.
 	IdleRate    uint64
 	IdleSamples int
 	// Rearm is how many bytes must be allocated (since start or the last trim) before a trim.
@@ -41,68 +43,111 @@ func Defaults() Policy {
 	}
 }
 
-// sample is one reading of the runtime's heap metrics.
+// sample is one reading of the heap.
 type sample struct {
-	allocs  uint64 // cumulative bytes allocated
-	objects uint64 // bytes in heap objects, live or not yet swept
-	free    uint64 // free heap pages not yet returned to the OS
+	at      time.Time // when it was read
+	allocs  uint64    // cumulative bytes allocated
+	objects uint64    // bytes in heap objects, live or not yet swept
+	free    uint64    // free heap pages not yet returned to the OS
 }
 
-var sampleNames = []string{
-	"/gc/heap/allocs:bytes",
-	"/memory/classes/heap/objects:bytes",
-	"/memory/classes/heap/free:bytes",
+// held is the heap memory the process holds from the OS.
+func (s sample) held() uint64 { return s.objects + s.free }
+
+// heap is what the trimmer watches and acts on: runtimeHeap in the binary, a scripted heap in
+// the tests, so that the policy is tested without depending on the clock or the machine's load.
+type heap interface {
+	read() sample
+	trim() // return every free page to the OS
 }
 
-func read(buf []metrics.Sample) sample {
-	metrics.Read(buf)
+// runtimeHeap is the Go runtime's heap, read through runtime/metrics.
+type runtimeHeap struct {
+	buf []metrics.Sample
+	now func() time.Time // time.Now; a test's clock in tests
+}
+
+func newRuntimeHeap() *runtimeHeap {
+	names := []string{
+		"/gc/heap/allocs:bytes",
+		"/memory/classes/heap/objects:bytes",
+		"/memory/classes/heap/free:bytes",
+	}
+	h := &runtimeHeap{buf: make([]metrics.Sample, len(names)), now: time.Now}
+	for i, n := range names {
+		h.buf[i].Name = n
+	}
+	return h
+}
+
+func (h *runtimeHeap) read() sample {
+	metrics.Read(h.buf)
 	v := func(i int) uint64 {
-		if buf[i].Value.Kind() != metrics.KindUint64 {
+		if h.buf[i].Value.Kind() != metrics.KindUint64 {
 			return 0
 		}
-		return buf[i].Value.Uint64()
+		return h.buf[i].Value.Uint64()
 	}
-	return sample{allocs: v(0), objects: v(1), free: v(2)}
+	return sample{at: h.now(), allocs: v(0), objects: v(1), free: v(2)}
 }
+
+func (*runtimeHeap) trim() { debug.FreeOSMemory() }
 
 // Run samples the heap every p.Interval and trims it when the policy says so, until ctx ends. It
 // calls onTrim (if not nil) after each trim with the resident heap bytes before and after.
 func Run(ctx context.Context, p Policy, onTrim func(before, after uint64)) {
-	buf := make([]metrics.Sample, len(sampleNames))
-	for i, n := range sampleNames {
-		buf[i].Name = n
-	}
 	t := time.NewTicker(p.Interval)
 	defer t.Stop()
-	prev := read(buf)
-	idle := 0
-	var sinceTrim uint64
+	run(ctx, p, t.C, newRuntimeHeap(), onTrim)
+}
+
+// run is Run's loop: it samples h on every tick until ctx ends.
+func run(ctx context.Context, p Policy, tick <-chan time.Time, h heap, onTrim func(before, after uint64)) {
+	t := newTrimmer(p, h)
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-tick:
 		}
-		cur := read(buf)
-		delta := cur.allocs - prev.allocs
-		prev = cur
-		sinceTrim += delta
-		rate := uint64(float64(delta) / p.Interval.Seconds())
-		if rate >= p.IdleRate {
-			idle = 0
-			continue
-		}
-		idle++
-		if sinceTrim < p.Rearm || idle < p.IdleSamples {
-			continue
-		}
-		held := cur.objects + cur.free
-		debug.FreeOSMemory()
-		after := read(buf)
-		prev = after
-		sinceTrim, idle = 0, 0
-		if onTrim != nil {
-			onTrim(held, after.objects+after.free)
+		if trimmed, before, after := t.sample(); trimmed && onTrim != nil {
+			onTrim(before, after)
 		}
 	}
+}
+
+// trimmer applies the policy to one heap, one sample at a time.
+type trimmer struct {
+	p         Policy
+	h         heap
+	prev      sample
+	idle      int    // consecutive samples below IdleRate
+	sinceTrim uint64 // bytes allocated since the start or the last trim
+}
+
+func newTrimmer(p Policy, h heap) *trimmer { return &trimmer{p: p, h: h, prev: h.read()} }
+
+// sample reads the heap and trims it if the policy says so. It reports whether it trimmed, and
+// then the bytes held before and after.
+func (t *trimmer) sample() (trimmed bool, before, after uint64) {
+	cur := t.h.read()
+	delta := cur.allocs - t.prev.allocs
+	elapsed := cur.at.Sub(t.prev.at)
+	if elapsed <= 0 {
+		elapsed = t.p.Interval
+	}
+	t.prev = cur
+	t.sinceTrim += delta
+	if float64(delta)/elapsed.Seconds() >= float64(t.p.IdleRate) {
+		t.idle = 0
+		return false, 0, 0
+	}
+	t.idle++
+	if t.sinceTrim < t.p.Rearm || t.idle < t.p.IdleSamples {
+		return false, 0, 0
+	}
+	t.h.trim()
+	t.prev = t.h.read()
+	t.sinceTrim, t.idle = 0, 0
+	return true, cur.held(), t.prev.held()
 }

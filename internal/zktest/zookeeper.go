@@ -1,154 +1,145 @@
 // Package zktest holds test machinery shared by zkd's black-box suites: starting a real Apache
-// ZooKeeper (the reference implementation) on loopback through the project's zk-anchor tool, so the
-// same tests can run against ZooKeeper and zkd side by side.
+// ZooKeeper (the reference implementation, from Debian's zookeeper package) on loopback through
+// internal/apachezk, so the same tests can run against ZooKeeper and zkd side by side.
 //
 // It is imported only from _test.go files.
 package zktest
 
 import (
-	"bytes"
+	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
+	"sync"
 	"time"
+
+	"github.com/zkd-io/zkd/internal/apachezk"
 )
 
-// ErrNoZooKeeper reports that a real ZooKeeper cannot be started here: the zk-anchor tool or the
-// Debian zookeeper package (with a JVM) is missing.
-var ErrNoZooKeeper = errors.New("zktest: no Apache ZooKeeper available (zk-anchor or the zookeeper package is missing)")
+// ErrNoZooKeeper reports that a real ZooKeeper cannot be started here. Errors wrapping it say
+// what is missing and how to install it.
+var ErrNoZooKeeper = errors.New("zktest: no Apache ZooKeeper here")
+
+// Timeouts for a server to become ready, and retries when a picked port was taken meanwhile.
+const (
+	standaloneReady = 60 * time.Second
+	ensembleReady   = 120 * time.Second
+	attempts        = 4
+)
 
 // ZooKeeper is a real Apache ZooKeeper started by StartZooKeeper or StartEnsemble.
 type ZooKeeper struct {
 	// Addrs are the client addresses (host:port), one per server.
-	Addrs  []string
-	dir    string
-	anchor string
+	Addrs []string
+	procs []*apachezk.Process
 }
 
 // Addr returns the servers' client addresses joined with commas, as zk clients accept them.
 func (z *ZooKeeper) Addr() string { return strings.Join(z.Addrs, ",") }
 
-// Stop stops the servers and waits for them to exit.
+// Stop stops the servers (SIGTERM, SIGKILL after 15 s) and waits for them to exit.
 func (z *ZooKeeper) Stop() error {
-	out, err := exec.Command(z.anchor, "stop", z.dir).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("zktest: zk-anchor stop: %w: %s", err, out)
+	errs := make([]error, len(z.procs))
+	var wg sync.WaitGroup
+	for i, p := range z.procs {
+		wg.Go(func() { errs[i] = p.Stop() })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Check returns nil when a real ZooKeeper can be started here, else an error wrapping
+// ErrNoZooKeeper that says what is missing and how to install it.
+func Check() error {
+	if err := apachezk.Installed(); err != nil {
+		return fmt.Errorf("%w: %w", ErrNoZooKeeper, err)
 	}
 	return nil
 }
 
-// AnchorPath finds the zk-anchor tool: $ZK_ANCHOR if set, else shared/tools/zk-anchor beside the
-// module root (the directory holding go.mod).
-func AnchorPath() (string, error) {
-	if p := os.Getenv("ZK_ANCHOR"); p != "" {
-		return p, nil
-	}
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			p := filepath.Join(dir, "..", "shared", "tools", "zk-anchor")
-			if _, err := os.Stat(p); err != nil {
-				return "", ErrNoZooKeeper
-			}
-			return p, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", ErrNoZooKeeper
-		}
-		dir = parent
-	}
-}
-
-// Available reports whether a real ZooKeeper can be started without installing anything.
-func Available() bool {
-	if _, err := AnchorPath(); err != nil {
-		return false
-	}
-	if _, err := os.Stat("/usr/share/java/zookeeper.jar"); err != nil {
-		return false
-	}
-	_, err := exec.LookPath("java")
-	return err == nil
-}
+// Available reports whether a real ZooKeeper can be started here (Check returns nil).
+func Available() bool { return Check() == nil }
 
 // StartZooKeeper starts a standalone ZooKeeper with its files under dir on a free loopback port
-// and waits until it answers ruok. The caller must Stop it.
+// and waits until it serves. The caller must Stop it.
 func StartZooKeeper(dir string) (*ZooKeeper, error) {
-	if !Available() {
-		return nil, ErrNoZooKeeper
-	}
-	anchor, _ := AnchorPath()
-	var lastErr error
-	for range 5 {
-		port, err := freePorts(1)
-		if err != nil {
-			return nil, err
-		}
-		out, err := exec.Command(anchor, "start", strconv.Itoa(port), dir).CombinedOutput()
-		if err == nil {
-			return &ZooKeeper{Addrs: []string{fmt.Sprintf("127.0.0.1:%d", port)}, dir: dir, anchor: anchor}, nil
-		}
-		lastErr = fmt.Errorf("zktest: zk-anchor start: %w: %s", err, bytes.TrimSpace(out))
-		_ = exec.Command(anchor, "stop", dir).Run()
-	}
-	return nil, lastErr
+	return start(dir, 1)
 }
 
-// StartEnsemble starts three ZooKeeper servers with files under dir and waits for a leader.
-// The caller must Stop it.
+// StartEnsemble starts three ZooKeeper servers with files under dir/n1..n3 on free loopback
+// ports and waits until each is a leader or a follower. The caller must Stop it.
 func StartEnsemble(dir string) (*ZooKeeper, error) {
-	if !Available() {
-		return nil, ErrNoZooKeeper
+	return start(dir, 3)
+}
+
+// start starts n servers (1: standalone) and waits for them, on fresh ports again if a server
+// exits before it is ready (another process took one of its ports in the meantime).
+func start(dir string, n int) (*ZooKeeper, error) {
+	if err := Check(); err != nil {
+		return nil, err
 	}
-	anchor, _ := AnchorPath()
-	var lastErr error
-	for range 5 {
-		base, err := freePorts(24)
-		if err != nil {
-			return nil, err
-		}
-		out, err := exec.Command(anchor, "ensemble", strconv.Itoa(base), dir).CombinedOutput()
+	var err error
+	for range attempts {
+		var z *ZooKeeper
+		z, err = launch(dir, n)
 		if err == nil {
-			z := &ZooKeeper{dir: dir, anchor: anchor}
-			for i := range 3 {
-				z.Addrs = append(z.Addrs, fmt.Sprintf("127.0.0.1:%d", base+i))
-			}
 			return z, nil
 		}
-		lastErr = fmt.Errorf("zktest: zk-anchor ensemble: %w: %s", err, bytes.TrimSpace(out))
-		_ = exec.Command(anchor, "stop", dir).Run()
+		if exit := (*apachezk.ExitError)(nil); !errors.As(err, &exit) {
+			return nil, err
+		}
 	}
-	return nil, lastErr
+	return nil, err
 }
 
-// freePorts returns the first of n consecutive loopback ports that are free right now, in the
-// range zk-anchor accepts. Another process may still take one before it is used; callers retry.
-func freePorts(n int) (int, error) {
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		base := 20000 + rand.IntN(40000-n)
-		ok := true
-		for p := base; p < base+n && ok; p++ {
-			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
-			if err != nil {
-				ok = false
-				continue
-			}
-			_ = l.Close()
-		}
-		if ok {
-			return base, nil
+// launch makes one attempt at starting n servers.
+func launch(dir string, n int) (*ZooKeeper, error) {
+	ports, err := apachezk.FreePorts(3 * n)
+	if err != nil {
+		return nil, err
+	}
+	var servers []string
+	if n > 1 {
+		for i := range n {
+			servers = append(servers, fmt.Sprintf("server.%d=127.0.0.1:%d:%d", i+1, ports[n+i], ports[2*n+i]))
 		}
 	}
-	return 0, errors.New("zktest: no free port range found")
+	z := &ZooKeeper{}
+	for i := range n {
+		cfg := apachezk.ServerConfig{Dir: dir, ClientAddr: fmt.Sprintf("127.0.0.1:%d", ports[i]), Servers: servers}
+		if n > 1 {
+			cfg.Dir, cfg.ID = filepath.Join(dir, fmt.Sprintf("n%d", i+1)), i+1
+		}
+		if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+			return nil, errors.Join(fmt.Errorf("zktest: %w", err), z.Stop())
+		}
+		p, err := apachezk.Launch(cfg)
+		if err != nil {
+			return nil, errors.Join(err, z.Stop())
+		}
+		z.procs = append(z.procs, p)
+		z.Addrs = append(z.Addrs, p.ClientAddr())
+	}
+	within := standaloneReady
+	if n > 1 {
+		within = ensembleReady
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i, p := range z.procs {
+		wg.Go(func() {
+			if errs[i] = p.WaitReady(ctx); errs[i] != nil {
+				cancel() // a server that exited settles the attempt; the others need not wait
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, errors.Join(err, z.Stop())
+	}
+	return z, nil
 }

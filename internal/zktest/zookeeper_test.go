@@ -1,14 +1,43 @@
 package zktest
 
 import (
-	"net"
+	"context"
+	"errors"
 	"testing"
 	"time"
+
+	"github.com/zkd-io/zkd/internal/apachezk"
 )
 
-func TestStartZooKeeperAnswersRuok(t *testing.T) {
-	if !Available() {
-		t.Skip(ErrNoZooKeeper)
+func TestCheck(t *testing.T) {
+	err := Check()
+	if (err == nil) != (apachezk.Installed() == nil) {
+		t.Fatalf("Check() = %v, but apachezk.Installed() = %v", err, apachezk.Installed())
+	}
+	if err != nil && !errors.Is(err, ErrNoZooKeeper) {
+		t.Fatalf("Check() = %v; want it to wrap ErrNoZooKeeper", err)
+	}
+	if err != nil {
+		if _, serr := StartZooKeeper(t.TempDir()); !errors.Is(serr, ErrNoZooKeeper) {
+			t.Fatalf("StartZooKeeper without ZooKeeper = %v; want ErrNoZooKeeper", serr)
+		}
+	}
+}
+
+func flw(t *testing.T, addr, word string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	out, err := apachezk.FourLetterWord(ctx, addr, word)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestStartZooKeeperServes(t *testing.T) {
+	if err := Check(); err != nil {
+		t.Skip(err)
 	}
 	z, err := StartZooKeeper(t.TempDir())
 	if err != nil {
@@ -19,18 +48,35 @@ func TestStartZooKeeperAnswersRuok(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	c, err := net.DialTimeout("tcp", z.Addrs[0], 5*time.Second)
+	if len(z.Addrs) != 1 || z.Addr() != z.Addrs[0] {
+		t.Fatalf("Addrs %v, Addr %q; want one address", z.Addrs, z.Addr())
+	}
+	if got := flw(t, z.Addrs[0], "ruok"); got != "imok" {
+		t.Fatalf("ruok = %q; want imok", got)
+	}
+	if got := apachezk.Mode(flw(t, z.Addrs[0], "srvr")); got != "standalone" {
+		t.Fatalf("mode %q; want standalone", got)
+	}
+}
+
+func TestStartEnsembleElectsOneLeader(t *testing.T) {
+	if err := Check(); err != nil {
+		t.Skip(err)
+	}
+	z, err := StartEnsemble(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
-	if _, err := c.Write([]byte("ruok")); err != nil {
-		t.Fatal(err)
+	t.Cleanup(func() {
+		if err := z.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	modes := map[string]int{}
+	for _, a := range z.Addrs {
+		modes[apachezk.Mode(flw(t, a, "srvr"))]++
 	}
-	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	buf := make([]byte, 16)
-	n, _ := c.Read(buf)
-	if got := string(buf[:n]); got != "imok" {
-		t.Fatalf("ruok = %q; want imok", got)
+	if len(z.Addrs) != 3 || modes["leader"] != 1 || modes["follower"] != 2 {
+		t.Fatalf("%d servers in modes %v; want one leader and two followers", len(z.Addrs), modes)
 	}
 }

@@ -4,11 +4,11 @@
 #   scripts/bench/run.sh [zkbench compare flags...]
 #
 # Builds cmd/zkbench and (if it exists and builds) cmd/zkd into a temporary directory, then runs
-# `zkbench compare`, which starts ZooKeeper (../shared/tools/zk-anchor) and zkd with fsync on,
-# standalone and as 3-node clusters on loopback ports 24100-24499, alternates and repeats the runs,
-# measures memory, startup and kill -9 recovery, and latency on a 1M-znode tree with snapshots
-# off and on, and writes the report. Without zkd it measures ZooKeeper alone and says so in the
-# report.
+# `zkbench compare`, which starts Apache ZooKeeper (Debian's zookeeper package, through
+# internal/apachezk) and zkd with fsync on, standalone and as 3-node clusters on loopback ports
+# 24100-24499, alternates and repeats the runs, measures memory, startup and kill -9 recovery, and
+# latency on a 1M-znode tree with snapshots off and on, and writes the report. Without zkd it
+# measures ZooKeeper alone and says so in the report.
 #
 # Useful flags: -duration 10s -repeat 3 -topologies standalone,cluster -only get,set
 #               -memory 100000,1000000 -snapshot-znodes 1000000 -snapshot-count 10000
@@ -32,4 +32,4 @@ else
 	zkd_flags=(-zkd-missing "cmd/zkd does not exist yet")
 fi
 export ZKBENCH_COMMAND="scripts/bench/run.sh${*:+ $*}"
-"$tmp/zkbench" compare "${zkd_flags[@]}" -anchor "$root/../shared/tools/zk-anchor" "$@"
+"$tmp/zkbench" compare "${zkd_flags[@]}" "$@"
