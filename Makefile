@@ -29,11 +29,12 @@ test-consensus-long:
 test-short:
 	$(GO) test -short -count=1 $(PKGS)
 
-## test-zookeeper: the black-box suites against real Apache ZooKeeper as well (the oracle): recipes and
-## the zkbench smoke on a real ZooKeeper, conformance on a real 3-server ensemble too (needs Debian's
-## zookeeper package)
+## test-zookeeper: the black-box suites against real Apache ZooKeeper as well (the oracle): the fault
+## suite's short mix on a real 3-server ensemble, recipes and the zkbench smoke on a real ZooKeeper,
+## conformance on a real ensemble too (needs Debian's zookeeper package)
 test-zookeeper:
 	@./scripts/zk-banner.sh
+	CHAOS_TARGET=zookeeper $(GO) test -race -count=1 -timeout 20m -run '^TestFaults$$' ./internal/chaos/
 	RECIPES_TARGET=zookeeper $(GO) test -race -count=1 -timeout 20m ./recipes/
 	ZKBENCH_TARGET=zookeeper $(GO) test -race -count=1 -timeout 10m ./cmd/zkbench/
 	CONFORMANCE_ZK_ENSEMBLE=1 $(GO) test -race -count=1 -timeout 20m ./conformance/...
@@ -87,3 +88,14 @@ compat:
 
 clean:
 	rm -rf bin conformance.out conformance.json
+
+## chaos: the fault suite of internal/chaos (needs root: network namespaces) for a long mix: per target,
+## CHAOS_RUNS runs (default 3) of CHAOS_DURATION of faults (default 5m), so about 15 minutes of faults
+## per target, against zkd and real Apache ZooKeeper (skipped if not installed); about 40 minutes in
+## all. Prints a summary table (violations per check, time to serve again per fault kind).
+## CHAOS_SEED=<seed> replays a logged schedule; CHAOS_TARGET=zkd or zookeeper runs one target;
+## CHAOS_ZKD_BIN=<path> runs a prebuilt zkd. `make test` runs a short mix (about 2-3 minutes, zkd only).
+.PHONY: chaos
+chaos:
+	CHAOS_TARGET=$${CHAOS_TARGET:-zkd,zookeeper} CHAOS_RUNS=$${CHAOS_RUNS:-3} CHAOS_DURATION=$${CHAOS_DURATION:-5m} \
+		$(GO) test -race -count=1 -timeout 120m -v -run '^TestFaults$$' ./internal/chaos/

@@ -112,6 +112,7 @@ func TestTestMachinery(t *testing.T) {
 		{module + "/internal/apachezk", func(dir string) bool { return dir == "cmd/zkbench" || inInternal(dir) }},
 		{module + "/internal/zktest", inInternal},
 		{module + "/internal/raftnet", inInternal},
+		{module + "/internal/chaos", inInternal},
 	}
 	dirs := packageDirs(t, ".")
 	if len(dirs) < 10 {
