@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/zkd-io/zkd/jute"
+	"github.com/zkd-io/zkd/znode"
 )
 
 func TestClusterForwardingAndReadYourWrites(t *testing.T) {
@@ -292,7 +293,7 @@ func TestFollowerCatchesUpBySnapshot(t *testing.T) {
 		// (the WAL drops whole segments and still serves what a kept segment holds).
 		cfg.walSegmentSize = 4 << 10
 		id := cfg.ID
-		cfg.OnRestore = func(zxid int64) { restored.Store(id, zxid) }
+		cfg.OnRestore = func(v *znode.View) { restored.Store(id, v.Zxid()) }
 	})
 	leader := c.leader()
 	lag := c.followers()[0]

@@ -21,21 +21,28 @@ import (
 //	         op       int32   jute.Op of the transaction
 //	         attach   int64   (version 2) the session's attachment the write was sent on, 0: none
 //	         aseq     int64   (version 2) the write's position among the attachment's writes
+//	         flags    int32   (version 2) 1: TTL nodes are refused (extendedTypesEnabled=false)
 //	         auth     vector<Id> the caller's identities, for ACL checks at apply time
 //	         body     buffer  the jute request record (client ops) or an internal record
 //
-// Version 1 entries (no attach, aseq) are still read: their writes are unordered (znode.Txn).
+// Version 1 entries (no attach, aseq, flags) are still read: their writes are unordered
+// (znode.Txn) and TTL nodes allowed, as the servers that wrote them had already checked.
+//
+// A proposal is marshalled once, by the proposing node; the leader only writes its time into
+// bytes 2-10 (stampTime), except for createSession, whose body it fills in.
 //
 // Internal bodies: OpCreateSession = {id int64, timeout int32, passwd buffer, attach int64 (the
 // token of the attachment the session starts on; absent in version 1)};
 // OpCloseSession = empty (the client closes its own session) or {ids vector<int64>} (expiry);
 // OpDeleteContainer = {paths vector<ustring>, neverUsedInterval int64} (reaping).
 const (
-	cmdTxn        byte = 1
-	cmdIgnorable  byte = 0x80
-	cmdVersion    byte = 2
-	cmdVersion1   byte = 1 // before attachments; read only
-	cmdHeaderSize      = 18
+	cmdTxn       byte = 1
+	cmdIgnorable byte = 0x80
+	cmdVersion   byte = 2
+	cmdVersion1  byte = 1 // before attachments; read only
+
+	cmdNoTTL      int32 = 1 // flags: refuse TTL nodes
+	cmdHeaderSize       = 18
 )
 
 // errBadCommand marks an entry or proposal that does not decode.
@@ -51,6 +58,7 @@ type command struct {
 	op      jute.Op
 	attach  uint64 // the session's attachment (znode.Txn.Attach); 0: unordered
 	aseq    uint64 // the write's position among the attachment's writes
+	flags   int32
 	auth    []jute.Id
 	body    []byte
 }
@@ -67,6 +75,7 @@ func (c *command) marshal() []byte {
 	e.Int32(int32(c.op))
 	e.Int64(int64(c.attach))
 	e.Int64(int64(c.aseq))
+	e.Int32(c.flags)
 	if c.auth == nil {
 		e.Int32(-1)
 	} else {
@@ -103,7 +112,7 @@ func unmarshalCommand(b []byte) (command, error) {
 	c.seq = uint64(d.Int64())
 	c.op = jute.Op(d.Int32())
 	if version >= cmdVersion {
-		c.attach, c.aseq = uint64(d.Int64()), uint64(d.Int64())
+		c.attach, c.aseq, c.flags = uint64(d.Int64()), uint64(d.Int64()), d.Int32()
 	}
 	if n := d.VectorLen(8); n >= 0 && d.Err() == nil {
 		c.auth = make([]jute.Id, n)
@@ -120,6 +129,33 @@ func unmarshalCommand(b []byte) (command, error) {
 
 var errUnknownType = errors.New("consensus: unknown command type")
 
+// entryHeader is what the leader reads of an entry before proposing it.
+type entryHeader struct {
+	session int64
+	origin  string
+	op      jute.Op
+}
+
+// peekCommand reads an entry's header fields without decoding the rest.
+func peekCommand(b []byte) (entryHeader, error) {
+	var h entryHeader
+	if len(b) < cmdHeaderSize || b[0] != cmdTxn || (b[1] != cmdVersion && b[1] != cmdVersion1) {
+		return h, fmt.Errorf("%w: header", errBadCommand)
+	}
+	h.session = int64(binary.BigEndian.Uint64(b[10:]))
+	d := jute.NewAliasDecoder(b[cmdHeaderSize:], len(b))
+	h.origin = d.String()
+	d.Int64()
+	h.op = jute.Op(d.Int32())
+	if d.Err() != nil {
+		return h, fmt.Errorf("%w: %w", errBadCommand, d.Err())
+	}
+	return h, nil
+}
+
+// stampTime writes the leader's clock (ms since the epoch) into a marshalled entry.
+func stampTime(b []byte, ms int64) { binary.BigEndian.PutUint64(b[2:], uint64(ms)) }
+
 // clientWriteOp reports whether op is a client write the node proposes on a client's behalf.
 func clientWriteOp(op jute.Op) bool {
 	switch op {
@@ -130,15 +166,10 @@ func clientWriteOp(op jute.Op) bool {
 	return false
 }
 
-// txnRequest decodes the body of an entry into the Req of a znode.Txn.
+// txnRequest decodes the body of an entry into the Req of a znode.Txn. This is the one decode of
+// a client's request body: the server hands the bytes over as they arrived.
 func txnRequest(op jute.Op, body []byte) (any, error) {
 	return decodeTxn(jute.NewDecoder(body, len(body)+1), op)
-}
-
-// checkTxn reports whether body decodes as a transaction of op, without copying its buffers.
-func checkTxn(op jute.Op, body []byte) error {
-	_, err := decodeTxn(jute.NewAliasDecoder(body, len(body)+1), op)
-	return err
 }
 
 func decodeTxn(d *jute.Decoder, op jute.Op) (any, error) {
@@ -174,6 +205,10 @@ func decodeTxn(d *jute.Decoder, op jute.Op) (any, error) {
 		}
 		r.Decode(d)
 		req = r
+		if d.Err() == nil {
+			// ZooKeeper reads what a request needs and ignores any bytes after it.
+			return req, nil
+		}
 	}
 	if err := d.Finish(); err != nil {
 		return nil, fmt.Errorf("%w: %v body: %w", errBadCommand, op, err)

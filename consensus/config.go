@@ -59,12 +59,13 @@ type Config struct {
 	// OnApply, when set, is called on every node for every applied transaction in zxid order, from
 	// the FSM goroutine, before the proposer's Propose returns. The server queues watch events here.
 	// It must not block for long: it delays every later apply. r must not be kept or modified
-	// after the call returns.
-	OnApply func(zxid int64, r *znode.Result)
+	// after the call returns. v is the view that holds the transaction: the server publishes it
+	// for reads once it queued the watch events.
+	OnApply func(zxid int64, r *znode.Result, v *znode.View)
 	// OnRestore, when set, is called from the FSM goroutine after the tree was replaced by a
-	// snapshot (a follower that fell behind). Watches registered before may have missed events;
-	// the server should close its client connections. zxid is the restored view's zxid.
-	OnRestore func(zxid int64)
+	// snapshot (a follower that fell behind), with the restored view. Watches registered before
+	// may have missed events; the server should close its client connections.
+	OnRestore func(v *znode.View)
 	// OnServing, when set, is called from the node's monitor goroutine when the serving signal
 	// changes (see Node.Serving). It must not block for long.
 	OnServing func(serving bool)

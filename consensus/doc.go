@@ -32,7 +32,7 @@
 //     reports connection loss), ErrShutdown. Start retries, with jitter, only while nothing can
 //     have been proposed. At most Config.MaxOutstanding proposals per node are outstanding; Start
 //     blocks beyond that.
-//   - Apply hook: Config.OnApply(zxid, *znode.Result) runs on every node, for every transaction,
+//   - Apply hook: Config.OnApply(zxid, *znode.Result, *znode.View) runs on every node, for every transaction,
 //     in zxid order, on the FSM goroutine, before the proposer's Propose returns. It must not
 //     block for long (it delays every later apply); queue, do not deliver, there.
 //     Config.OnRestore tells the server that a snapshot replaced the tree (close client

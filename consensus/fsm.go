@@ -33,15 +33,15 @@ type fsm struct {
 	tree      atomic.Pointer[znode.Tree]
 	lastZxid  atomic.Int64
 	applied   applyWait
-	onApply   func(zxid int64, r *znode.Result)
-	onRestore func(zxid int64)
+	onApply   func(zxid int64, r *znode.Result, v *znode.View)
+	onRestore func(v *znode.View)
 	// deliver hands the result of an entry this node proposed to its waiting proposer.
 	deliver func(seq uint64, c *command, r *znode.Result)
 	// batchApplied is told the index and term of the last entry of every applied batch.
 	batchApplied func(index, term uint64)
 	// restored is called after a snapshot replaced the tree: entries up to it were never applied
 	// one by one, so their proposers will not get a result.
-	restored func()
+	restored func(zxid int64)
 	// sessions observes session creation and closing on every node (the leader keeps deadlines).
 	sessions *sessionTracker
 	applies  atomic.Int64
@@ -144,7 +144,7 @@ func (f *fsm) applyCommand(l *raft.Log) any {
 	}
 	f.lastZxid.Store(zxid)
 	if f.onApply != nil {
-		f.onApply(zxid, res)
+		f.onApply(zxid, res, f.view())
 	}
 	f.applied.trigger(zxid)
 	if c.origin == f.origin && f.deliver != nil {
@@ -161,7 +161,8 @@ func (f *fsm) applyTxn(zxid int64, c *command) *znode.Result {
 		f.log.Error("undecodable transaction body", "zxid", zxid, "op", c.op, "err", err)
 		return &znode.Result{Zxid: zxid, Err: jute.CodeMarshallingError}
 	}
-	txn := znode.Txn{Time: c.time, Session: c.session, Auth: c.auth, Op: c.op, Req: req, Attach: c.attach, Seq: c.aseq}
+	txn := znode.Txn{Time: c.time, Session: c.session, Auth: c.auth, Op: c.op, Req: req,
+		Attach: c.attach, Seq: c.aseq, NoTTL: c.flags&cmdNoTTL != 0}
 	r := f.tree.Load().Apply(zxid, &txn)
 	if f.sessions != nil && r.Err == nil {
 		switch q := req.(type) {
@@ -214,10 +215,10 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	f.applied.trigger(zxid)
 	f.log.Info("restored snapshot", "zxid", zxid)
 	if f.restored != nil {
-		f.restored()
+		f.restored(zxid)
 	}
 	if f.onRestore != nil {
-		f.onRestore(zxid)
+		f.onRestore(t.View())
 	}
 	return nil
 }

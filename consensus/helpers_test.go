@@ -78,7 +78,7 @@ type applyRecorder struct {
 	events []znode.Event
 }
 
-func (r *applyRecorder) hook(zxid int64, res *znode.Result) {
+func (r *applyRecorder) hook(zxid int64, res *znode.Result, _ *znode.View) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.zxids = append(r.zxids, zxid)

@@ -2,7 +2,6 @@ package consensus
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
@@ -144,88 +143,24 @@ func (n *Node) sync(ctx context.Context, hold bool) error {
 // readIndex returns a committed command index at or after the leader's commit index at the time
 // of the call; it retries while no leader is known (for up to HoldTimeout if hold).
 func (n *Node) readIndex(ctx context.Context, hold bool) (int64, error) {
-	deadline := time.Now().Add(n.cfg.HoldTimeout)
-	for {
-		addr, id := n.raft.LeaderWithID()
-		var err error
-		switch {
-		case id == raft.ServerID(n.cfg.ID):
-			idx, e := n.leaderReadIndex()
-			if e == nil {
-				return idx, nil
-			}
-			err = e
-		case id != "":
-			r, e := n.call(ctx, string(addr), rpcReadIndex, nil)
-			if e == nil {
-				if len(r) != 8 {
-					return 0, fmt.Errorf("consensus: read index reply of %d bytes", len(r))
-				}
-				return int64(binary.BigEndian.Uint64(r)), nil
-			}
-			if !errors.Is(e, ErrNotLeader) && !errors.Is(e, errConnLost) && !isDialError(e) {
-				return 0, e
-			}
-			err = e
-		default:
-			err = ErrNoLeader
+	var idx int64
+	err := n.onLeader(ctx, hold, func() (err error) {
+		idx, err = n.leaderReadIndex()
+		return err
+	}, func(addr string) error {
+		var m readIndexMsg
+		err := n.callLeader(ctx, addr, rpcReadIndex, noMsg{}, &m)
+		if errors.Is(err, errConnLost) {
+			// A read index has no effect: asking again is safe.
+			err = dialError{err}
 		}
-		if !hold || !time.Now().Before(deadline) {
-			return 0, fmt.Errorf("consensus: read index: %w", err)
-		}
-		if err := n.pause(ctx); err != nil {
-			return 0, err
-		}
-	}
-}
-
-// pause waits a short random time, or fails when ctx ends or the node stops.
-func (n *Node) pause(ctx context.Context) error {
-	t := time.NewTimer(time.Duration(10+time.Now().UnixNano()%30) * time.Millisecond)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-n.stop:
-		return ErrShutdown
-	}
-}
-
-type dialError struct{ error }
-
-func (e dialError) Unwrap() error { return e.error }
-
-func isDialError(err error) bool {
-	var d dialError
-	return errors.As(err, &d)
-}
-
-// call makes a cluster RPC to addr and maps the reply status to an error: ErrNotLeader for
-// statusNotProposed, dialError when nothing was sent.
-func (n *Node) call(ctx context.Context, addr string, kind byte, payload []byte) ([]byte, error) {
-	cl, err := n.rpcClientFor(addr)
+		idx = m.Index
+		return err
+	})
 	if err != nil {
-		return nil, err
+		return 0, fmt.Errorf("consensus: read index: %w", err)
 	}
-	r, sent, err := cl.call(ctx, kind, payload)
-	if err != nil {
-		if !sent {
-			return nil, dialError{err}
-		}
-		return nil, err
-	}
-	switch {
-	case r.err != nil:
-		return nil, r.err
-	case r.status == statusOK:
-		return r.payload, nil
-	case r.status == statusNotProposed:
-		return nil, fmt.Errorf("%w: %s", ErrNotLeader, r.payload)
-	default:
-		return nil, fmt.Errorf("consensus: rpc to %s: %s", addr, r.payload)
-	}
+	return idx, nil
 }
 
 // leaderReadIndex is the leader's half of readIndex.
@@ -345,7 +280,7 @@ func (n *Node) flushTouches() {
 	n.goTracked(func() {
 		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.TickTime)
 		defer cancel()
-		if _, err := n.call(ctx, string(addr), rpcTouch, closeSessionsBody(ids)); err != nil {
+		if err := n.callLeader(ctx, string(addr), rpcTouch, &sessionsMsg{IDs: ids}, &sessionsMsg{}); err != nil {
 			n.log.Debug("session touch failed", "err", err)
 			n.Touch(ids...)
 		}
@@ -371,45 +306,23 @@ func (n *Node) leaderTouch(ids []int64) (unknown []int64, err error) {
 // hands out the token of the new attachment (Proposal.Attach), larger than any it or an earlier
 // leader gave out before, so the session's writes from connections it has left are refused.
 func (n *Node) ValidateSession(ctx context.Context, id int64) (ok bool, attach uint64, err error) {
-	deadline := time.Now().Add(n.cfg.HoldTimeout)
-	for {
-		addr, lid := n.raft.LeaderWithID()
-		switch {
-		case lid == raft.ServerID(n.cfg.ID):
-			ok, attach, err = n.leaderValidate(id, n.cfg.ID)
-			if err == nil {
-				return ok, attach, nil
-			}
-		case lid != "":
-			ok, attach, err = n.validateAt(ctx, string(addr), id)
-			if err == nil {
-				return ok, attach, nil
-			}
-		default:
-			err = ErrNoLeader
+	err = n.onLeader(ctx, true, func() (err error) {
+		ok, attach, err = n.leaderValidate(id, n.cfg.ID)
+		return err
+	}, func(addr string) error {
+		var m attachMsg
+		err := n.callLeader(ctx, addr, rpcAttach, &attachReq{Session: id, Server: n.cfg.ID}, &m)
+		if errors.Is(err, errConnLost) {
+			// Validating again only touches the session again and hands out a newer token.
+			err = dialError{err}
 		}
-		if !time.Now().Before(deadline) {
-			return false, 0, fmt.Errorf("consensus: validate session: %w", err)
-		}
-		if err := n.pause(ctx); err != nil {
-			return false, 0, err
-		}
-	}
-}
-
-// validateAt asks the leader at addr to validate session id for this server.
-func (n *Node) validateAt(ctx context.Context, addr string, id int64) (bool, uint64, error) {
-	req := jute.NewEncoder(nil)
-	req.Int64(id)
-	req.String(n.cfg.ID)
-	r, err := n.call(ctx, addr, rpcAttach, req.Bytes())
+		ok, attach = m.OK, m.Attach
+		return err
+	})
 	if err != nil {
-		return false, 0, err
+		return false, 0, fmt.Errorf("consensus: validate session: %w", err)
 	}
-	if len(r) != 9 {
-		return false, 0, fmt.Errorf("consensus: attach reply of %d bytes", len(r))
-	}
-	return r[0] == 1, binary.BigEndian.Uint64(r[1:]), nil
+	return ok, attach, nil
 }
 
 // leaderValidate checks a session that attaches on server and, if it is live, makes server its

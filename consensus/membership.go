@@ -7,32 +7,25 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-
-	"github.com/zkd-io/zkd/jute"
 )
 
 // AddVoter adds a voting member (or updates its address). A non-leader forwards to the leader.
 // The new member must be started with the same Peers list or none plus a Dir without state; it
 // catches up from the log or a snapshot.
 func (n *Node) AddVoter(ctx context.Context, id, addr string) error {
-	e := jute.NewEncoder(nil)
-	e.String(id)
-	e.String(addr)
-	return n.leaderOp(ctx, rpcAddVoter, e.Bytes(), func() error { return n.leaderAddVoter(ctx, id, addr) })
+	return n.leaderOp(ctx, rpcAddVoter, &memberMsg{ID: id, Addr: addr}, func() error { return n.leaderAddVoter(ctx, id, addr) })
 }
 
 // RemoveServer removes a member. A non-leader forwards to the leader. A leader may remove itself;
 // it steps down once the change commits.
 func (n *Node) RemoveServer(ctx context.Context, id string) error {
-	e := jute.NewEncoder(nil)
-	e.String(id)
-	return n.leaderOp(ctx, rpcRemoveServer, e.Bytes(), func() error { return n.leaderRemoveServer(ctx, id) })
+	return n.leaderOp(ctx, rpcRemoveServer, &memberMsg{ID: id}, func() error { return n.leaderRemoveServer(ctx, id) })
 }
 
 // TransferLeadership asks the leader to hand leadership to the most up-to-date follower.
 // Writes are refused (and retried by Start) while the transfer runs.
 func (n *Node) TransferLeadership(ctx context.Context) error {
-	return n.leaderOp(ctx, rpcTransfer, nil, n.leaderTransfer)
+	return n.leaderOp(ctx, rpcTransfer, noMsg{}, n.leaderTransfer)
 }
 
 // Members returns the current Raft configuration.
@@ -50,34 +43,12 @@ func (n *Node) Members() ([]Peer, error) {
 	return out, nil
 }
 
-// leaderOp runs local on the leader, else forwards kind to it, retrying while no leader is known.
-func (n *Node) leaderOp(ctx context.Context, kind byte, payload []byte, local func() error) error {
-	deadline := time.Now().Add(n.cfg.HoldTimeout)
-	for {
-		addr, id := n.raft.LeaderWithID()
-		var err error
-		switch {
-		case id == raft.ServerID(n.cfg.ID):
-			if err = local(); err == nil || !errors.Is(err, ErrNotLeader) {
-				return err
-			}
-		case id != "":
-			if _, err = n.call(ctx, string(addr), kind, payload); err == nil {
-				return nil
-			}
-			if !errors.Is(err, ErrNotLeader) && !isDialError(err) {
-				return err
-			}
-		default:
-			err = ErrNoLeader
-		}
-		if !time.Now().Before(deadline) {
-			return err
-		}
-		if err := n.pause(ctx); err != nil {
-			return err
-		}
-	}
+// leaderOp runs a membership change on the leader: local when this node leads, else kind with
+// req forwarded to it.
+func (n *Node) leaderOp(ctx context.Context, kind byte, req msg, local func() error) error {
+	return n.onLeader(ctx, true, local, func(addr string) error {
+		return n.callLeader(ctx, addr, kind, req, noMsg{})
+	})
 }
 
 func raftTimeout(ctx context.Context, def time.Duration) time.Duration {
@@ -141,7 +112,7 @@ type Stats struct {
 	Outstanding  int    // proposals of this node not yet settled
 	Proposed     int64  // proposals submitted (locally or forwarded)
 	Forwarded    int64  // proposals forwarded to another leader
-	Retried      int64  // submissions retried because nothing was proposed
+	Retried      int64  // calls through the leader (writes, reads of its index, validations) tried again because nothing was done
 	Unknown      int64  // proposals answered with ErrUnknownOutcome
 	Applied      int64  // transactions applied by this node's FSM since start
 	Expired      int64  // sessions this node expired as leader

@@ -32,8 +32,9 @@ var (
 	// ErrUnknownOutcome means the write was proposed but its outcome is unknown: it may or may
 	// not commit. The server must report connection loss, as ZooKeeper does.
 	ErrUnknownOutcome = errors.New("consensus: outcome unknown")
-	// ErrBadRequest means the proposal cannot be a transaction (wrong op or undecodable body);
-	// nothing was proposed.
+	// ErrBadRequest means the proposal cannot be a transaction (not a write op, too large);
+	// nothing was proposed. A body that does not decode is not checked here: it fails when
+	// applied (MarshallingError), as in ZooKeeper.
 	ErrBadRequest = errors.New("consensus: bad request")
 	// ErrSessionMoved reports a write for a session that has since reattached on another server;
 	// nothing was proposed. The server closes the stale connection, as ZooKeeper does.
@@ -67,8 +68,8 @@ type Node struct {
 	attachTerm  uint64
 	attachCount uint64
 	slots       chan struct{}
-	// settleq holds proposals submitted here as leader until runSettler settles them.
-	settleq chan *settling
+	// leaderq holds the writes proposed here as leader, for runWatcher.
+	leaderq leaderQueue
 	stop    chan struct{}
 	ctx     context.Context // cancelled when shutdown begins; for the node's own calls
 	cancel  context.CancelFunc
@@ -77,9 +78,7 @@ type Node struct {
 	readyTerm   atomic.Uint64 // term in which this leader's FSM caught up and sessions were reset; 0: not ready
 	leaderEpoch atomic.Int64  // bumped on every leadership change notification
 	serving     atomic.Bool
-	// restoredCh is closed (and replaced) whenever a snapshot replaces the tree.
-	restoredCh atomic.Pointer[chan struct{}]
-	catchingUp atomic.Bool
+	catchingUp  atomic.Bool
 
 	stats struct {
 		proposed     atomic.Int64
@@ -100,8 +99,11 @@ type Node struct {
 	mu struct {
 		sync.Mutex
 		closing bool
-		pending map[uint64]*proposal
-		lastSeq map[int64]uint64 // session → seq of its latest proposal (retry rule)
+		pending map[uint64]*Pending // by command seq
+		// restoredThrough is the zxid of the newest snapshot installed here: writes committed
+		// at or below it were never applied here one by one.
+		restoredThrough uint64
+		lastSeq         map[int64]uint64 // session → seq of its latest proposal (retry rule)
 		// unsettled counts each session's proposals started here and not yet settled.
 		unsettled map[int64]int
 		clients   map[string]*rpcClient
@@ -131,12 +133,12 @@ func New(cfg Config) (*Node, error) {
 		sessions: newSessionTracker(),
 		notify:   make(chan bool, 16),
 		slots:    make(chan struct{}, cfg.MaxOutstanding),
-		settleq:  make(chan *settling, cfg.MaxOutstanding),
+		leaderq:  make(leaderQueue, cfg.MaxOutstanding),
 		stop:     make(chan struct{}),
 		down:     make(chan struct{}),
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
-	n.mu.pending = make(map[uint64]*proposal)
+	n.mu.pending = make(map[uint64]*Pending)
 	n.mu.lastSeq = make(map[int64]uint64)
 	n.mu.unsettled = make(map[int64]int)
 	n.mu.clients = make(map[string]*rpcClient)
@@ -160,9 +162,6 @@ func New(cfg Config) (*Node, error) {
 		default:
 		}
 	}
-	restored := make(chan struct{})
-	n.restoredCh.Store(&restored)
-
 	if err := n.open(); err != nil {
 		n.cancel()
 		n.closeResources()
@@ -173,7 +172,7 @@ func New(cfg Config) (*Node, error) {
 	n.wg.Go(n.runAnnouncer)
 	n.wg.Go(n.runRelay)
 	n.wg.Go(n.runSnapshotter)
-	n.wg.Go(n.runSettler)
+	n.wg.Go(n.runWatcher)
 	return n, nil
 }
 
@@ -289,13 +288,6 @@ func (n *Node) open() error {
 	rt.raft.Store(r)
 	n.raft = r
 	return nil
-}
-
-// restoredTree wakes proposals waiting for a local apply that a snapshot install skipped.
-func (n *Node) restoredTree() {
-	next := make(chan struct{})
-	old := n.restoredCh.Swap(&next)
-	close(*old)
 }
 
 // goTracked runs f on a goroutine that Shutdown waits for; it refuses once shutdown began.
@@ -428,6 +420,7 @@ func (n *Node) Shutdown() error {
 	}
 	n.closeResources()
 	n.wg.Wait()
+	n.failAll(fmt.Errorf("%w: %w", ErrUnknownOutcome, ErrShutdown))
 	n.fsm.applied.close()
 	if n.store != nil {
 		if err := n.store.Close(); err != nil {

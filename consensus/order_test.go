@@ -1,6 +1,8 @@
 package consensus
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -127,36 +129,41 @@ func TestOrderedWritesThroughFollower(t *testing.T) {
 func TestRetryOnlyAlone(t *testing.T) {
 	c := newCluster(t, 1, true, nil)
 	n := c.leader()
-	c1 := &command{session: 9, seq: 1}
-	c2 := &command{session: 9, seq: 2}
-	other := &command{session: 10, seq: 3}
-	n.mu.Lock()
-	for _, cmd := range []*command{c1, c2, other} {
-		n.mu.lastSeq[cmd.session] = cmd.seq
-		n.mu.unsettled[cmd.session]++
+	register := func(session int64, seq uint64) *Pending {
+		p := &Pending{c: &command{session: session, seq: seq}, done: make(chan struct{})}
+		n.slots <- struct{}{} // what start takes
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		n.mu.pending[seq] = p
+		n.mu.lastSeq[session] = seq
+		n.mu.unsettled[session]++
+		return p
 	}
-	n.mu.Unlock()
-	for range 3 {
-		n.slots <- struct{}{} // what start took for each
-	}
-	if n.mayRetry(c1) {
+	p1, p2, other := register(9, 1001), register(9, 1002), register(10, 1003)
+	if n.mayRetry(p1.c) {
 		t.Fatal("an earlier write may be retried after a later one was started")
 	}
-	if n.mayRetry(c2) {
+	if n.mayRetry(p2.c) {
 		t.Fatal("a later write may be retried alone while an earlier one is unsettled")
 	}
-	if !n.mayRetry(other) {
+	if !n.mayRetry(other.c) {
 		t.Fatal("another session's only write may not be retried")
 	}
-	n.settle(c1)
-	if !n.mayRetry(c2) {
+	failed := errors.New("failed")
+	if !n.finish(p1, nil, nil, failed) || n.finish(p1, nil, nil, nil) {
+		t.Fatal("finish completed a write other than exactly once")
+	}
+	if _, err := p1.Wait(context.Background()); err != failed {
+		t.Fatalf("Wait = %v; want the first outcome", err)
+	}
+	if !n.mayRetry(p2.c) {
 		t.Fatal("the session's only unsettled write may not be retried")
 	}
-	n.settle(c2)
-	n.settle(other)
+	n.finish(p2, nil, nil, failed)
+	n.finish(other, nil, nil, failed)
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if len(n.mu.unsettled) != 0 || len(n.mu.lastSeq) != 0 {
-		t.Fatalf("bookkeeping left behind: %v %v", n.mu.unsettled, n.mu.lastSeq)
+	if len(n.mu.unsettled) != 0 || len(n.mu.lastSeq) != 0 || len(n.mu.pending) != 0 {
+		t.Fatalf("bookkeeping left behind: %v %v %v", n.mu.unsettled, n.mu.lastSeq, n.mu.pending)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"math/rand/v2"
 	"strings"
 	"time"
 
@@ -34,59 +33,49 @@ type Proposal struct {
 	// Op is the write: create, create2, createContainer, createTTL, delete, setData, setACL,
 	// multi, or closeSession (with an empty Body; it closes Session).
 	Op jute.Op
-	// Body is the jute-encoded request record.
+	// Body is the request record exactly as the client sent it (the frame after its header).
+	// It is copied into the log entry before Start returns, and decoded only when the entry is
+	// applied: a body that does not decode is a failed write (MarshallingError), as in ZooKeeper.
 	Body []byte
+	// NoTTL refuses TTL nodes (zoo.cfg extendedTypesEnabled=false): a create of one fails with
+	// Unimplemented when applied.
+	NoTTL bool
 }
 
-// Pending is a proposal on its way. Wait returns its result.
+// Pending is one write on its way, and the only record of it from Start to its outcome. It is
+// completed exactly once, by whichever part of the node learns the outcome first: this node's FSM
+// applying the entry (the result), or the submission failing (an error). Wait returns it.
 type Pending struct {
-	done chan struct{}
-	res  znode.Result
-	cmd  *command // the applied entry (CreateSession reads the leader's id and password from it)
-	err  error
-	// delivered is closed by this node's FSM when it applied the entry (nil if never submitted);
-	// from then on the outcome is *pr.res, whatever the settling goroutine still waits for.
-	delivered <-chan struct{}
-	pr        *proposal
+	c     *command
+	entry []byte // the marshalled log entry; the leader stamps its time in place
+	done  chan struct{}
+
+	// Written before done is closed, read after.
+	res     znode.Result
+	applied *command // the entry as applied (CreateSession reads what the leader stamped)
+	err     error
+
+	// Guarded by Node.mu.
+	finished  bool
+	index     uint64      // the entry's index once it is known to be committed (0 before)
+	applyWait *time.Timer // committed, not yet applied here: fails the write after ApplyTimeout
+	localOnly bool        // leader housekeeping: never forwarded
+	fut       raft.ApplyFuture
 }
 
-// Done is closed when the settling of the proposal is finished. Wait may return earlier: as
-// soon as this node applied the entry.
+// Done is closed once the write's outcome is known.
 func (p *Pending) Done() <-chan struct{} { return p.done }
 
 // Wait returns the result once this node's own FSM applied the entry (the apply hook has run for
 // it), or an error. A ctx that ends first yields ErrUnknownOutcome: the write may still commit.
 // A domain failure (NoNode, BadVersion, ...) is not an error here: it is in Result.Err.
 func (p *Pending) Wait(ctx context.Context) (znode.Result, error) {
-	res, _, err := p.wait(ctx)
-	return res, err
-}
-
-// wait is Wait that also returns the applied command. The local apply is the fast path: it
-// answers without waiting for the raft future and the settling goroutine (two goroutine hand-offs
-// fewer per write); an entry applied here has exactly the result delivered with it.
-func (p *Pending) wait(ctx context.Context) (znode.Result, *command, error) {
 	select {
-	case <-p.delivered:
-		return *p.pr.res, p.pr.cmd, nil
 	case <-p.done:
-		return p.res, p.cmd, p.err
+		return p.res, p.err
 	case <-ctx.Done():
-		return znode.Result{}, nil, fmt.Errorf("%w: %w", ErrUnknownOutcome, ctx.Err())
+		return znode.Result{}, fmt.Errorf("%w: %w", ErrUnknownOutcome, ctx.Err())
 	}
-}
-
-// proposal is the node-side record of a Pending: the FSM delivers the result here.
-type proposal struct {
-	delivered chan struct{}
-	res       *znode.Result
-	cmd       *command
-}
-
-// attempt is one submission: a local raft future on the leader, or a forwarded call's reply.
-type attempt struct {
-	fut   raft.ApplyFuture
-	reply <-chan rpcReply
 }
 
 // Propose replicates a client write and returns its result after this node applied it.
@@ -106,25 +95,35 @@ func (n *Node) Propose(ctx context.Context, p Proposal) (znode.Result, error) {
 // session get increasing zxids, so a session pipeline calls Start in request order and waits
 // afterwards. Start blocks while Config.MaxOutstanding proposals are outstanding and retries,
 // with jitter, for up to Config.HoldTimeout while no leader is known (ErrNoLeader after that);
-// it never retries once something may have been proposed.
+// once something may have been proposed it resubmits only a write the leader did not take and
+// that is its session's one unsettled write here (mayRetry).
 func (n *Node) Start(ctx context.Context, p Proposal) (*Pending, error) {
+	c, err := p.command()
+	if err != nil {
+		return nil, err
+	}
+	return n.start(ctx, c, false)
+}
+
+// command checks p and returns the command that carries it.
+func (p *Proposal) command() (*command, error) {
 	if !clientWriteOp(p.Op) {
 		return nil, fmt.Errorf("%w: op %v is not a client write", ErrBadRequest, p.Op)
 	}
 	if len(p.Body) > maxFrame-(1<<16) {
 		return nil, fmt.Errorf("%w: body of %d bytes", ErrBadRequest, len(p.Body))
 	}
-	if p.Op == jute.OpCloseSession {
-		if len(p.Body) != 0 || p.Session == 0 {
-			return nil, fmt.Errorf("%w: closeSession needs a session and no body", ErrBadRequest)
-		}
-	} else if err := checkTxn(p.Op, p.Body); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrBadRequest, err)
+	if p.Op == jute.OpCloseSession && (len(p.Body) != 0 || p.Session == 0) {
+		return nil, fmt.Errorf("%w: closeSession needs a session and no body", ErrBadRequest)
 	}
 	if p.Attach != 0 && p.Seq == 0 {
 		return nil, fmt.Errorf("%w: an ordered write needs a position", ErrBadRequest)
 	}
-	return n.start(ctx, &command{session: p.Session, op: p.Op, auth: p.Auth, body: p.Body, attach: p.Attach, aseq: p.Seq}, false)
+	c := &command{session: p.Session, op: p.Op, auth: p.Auth, body: p.Body, attach: p.Attach, aseq: p.Seq}
+	if p.NoTTL {
+		c.flags |= cmdNoTTL
+	}
+	return c, nil
 }
 
 // CreateSession creates a session with the negotiated timeout (ms). The leader picks the id
@@ -139,14 +138,14 @@ func (n *Node) CreateSession(ctx context.Context, timeoutMs int32) (znode.Sessio
 	if err != nil {
 		return znode.Session{}, 0, err
 	}
-	res, cmd, err := pd.wait(ctx)
+	res, err := pd.Wait(ctx)
 	if err != nil {
 		return znode.Session{}, 0, err
 	}
 	if res.Err != nil {
 		return znode.Session{}, 0, fmt.Errorf("consensus: create session: %w", res.Err)
 	}
-	req, err := txnRequest(jute.OpCreateSession, cmd.body)
+	req, err := txnRequest(jute.OpCreateSession, pd.applied.body)
 	if err != nil {
 		return znode.Session{}, 0, err
 	}
@@ -154,8 +153,7 @@ func (n *Node) CreateSession(ctx context.Context, timeoutMs int32) (znode.Sessio
 	return znode.Session{ID: cs.ID, Timeout: cs.Timeout, Passwd: cs.Passwd}, cs.Attach, nil
 }
 
-// start registers a proposal, submits it and starts the goroutine that settles it.
-// localOnly proposals (leader housekeeping) are never forwarded.
+// start registers c, marshals it once and submits it.
 func (n *Node) start(ctx context.Context, c *command, localOnly bool) (*Pending, error) {
 	select {
 	case n.slots <- struct{}{}:
@@ -167,40 +165,40 @@ func (n *Node) start(ctx context.Context, c *command, localOnly bool) (*Pending,
 	c.typ = cmdTxn
 	c.origin = n.origin
 	c.seq = n.seq.Add(1)
-	pr := &proposal{delivered: make(chan struct{})}
+	p := &Pending{c: c, entry: c.marshal(), done: make(chan struct{}), localOnly: localOnly}
+	// The entry holds a copy of the body: the caller may reuse its buffer once Start returns.
+	c.body = nil
 	n.mu.Lock()
 	if n.mu.closing {
 		n.mu.Unlock()
 		<-n.slots
 		return nil, ErrShutdown
 	}
-	n.mu.pending[c.seq] = pr
+	n.mu.pending[c.seq] = p
 	if c.session != 0 {
 		n.mu.lastSeq[c.session] = c.seq
 		n.mu.unsettled[c.session]++
 	}
 	n.mu.Unlock()
 
-	restored := n.restoredCh.Load()
-	at, err := n.submit(ctx, c, localOnly)
-	if err != nil {
-		n.settle(c)
+	if err := n.submit(ctx, p); err != nil {
+		n.finish(p, nil, nil, err)
 		return nil, err
 	}
 	n.stats.proposed.Add(1)
-	pd := &Pending{done: make(chan struct{}), delivered: pr.delivered, pr: pr}
-	s := &settling{c: c, pr: pr, at: at, pd: pd, localOnly: localOnly, restored: restored}
-	// A leader's own proposal goes to the settler; a forwarded one (or any once the node is
-	// closing) to its own settling goroutine, which fails it if the node is closing.
-	if at.fut == nil || !n.queueSettling(s) {
-		n.settleSlowly(s)
-	}
-	return pd, nil
+	return p, nil
 }
 
-// settle forgets a proposal and frees its slot.
-func (n *Node) settle(c *command) {
+// finish completes p with a result (applied here) or an error, once: later calls do nothing. It
+// frees p's slot and forgets it. It reports whether this call completed p.
+func (n *Node) finish(p *Pending, res *znode.Result, applied *command, err error) bool {
 	n.mu.Lock()
+	if p.finished {
+		n.mu.Unlock()
+		return false
+	}
+	p.finished = true
+	c := p.c
 	delete(n.mu.pending, c.seq)
 	if c.session != 0 {
 		if n.mu.lastSeq[c.session] == c.seq {
@@ -210,164 +208,171 @@ func (n *Node) settle(c *command) {
 			delete(n.mu.unsettled, c.session)
 		}
 	}
+	if p.applyWait != nil {
+		p.applyWait.Stop()
+	}
 	n.mu.Unlock()
+	if res != nil {
+		p.res = *res
+	}
+	p.applied, p.err = applied, err
+	if err != nil && errors.Is(err, ErrUnknownOutcome) {
+		n.stats.unknown.Add(1)
+	}
+	close(p.done)
 	<-n.slots
+	return true
 }
 
 // deliver is called by the FSM with the result of an entry this node proposed.
 func (n *Node) deliver(seq uint64, c *command, r *znode.Result) {
 	n.mu.Lock()
-	pr, ok := n.mu.pending[seq]
-	delete(n.mu.pending, seq)
+	p := n.mu.pending[seq]
 	n.mu.Unlock()
-	if ok {
-		pr.res, pr.cmd = r, c
-		close(pr.delivered)
+	if p != nil {
+		n.finish(p, r, c, nil)
 	}
 }
 
-// submit hands c to the leader, retrying while nothing was proposed and HoldTimeout allows.
-func (n *Node) submit(ctx context.Context, c *command, localOnly bool) (attempt, error) {
-	deadline := time.Now().Add(n.cfg.HoldTimeout)
-	for {
-		addr, id := n.raft.LeaderWithID()
-		var err error
-		switch {
-		case id == raft.ServerID(n.cfg.ID):
-			fut, e := n.leaderApply(c)
-			if e == nil {
-				return attempt{fut: fut}, nil
-			}
-			if errors.Is(e, ErrSessionMoved) {
-				return attempt{}, e
-			}
-			err = e
-		case localOnly:
-			return attempt{}, ErrNotLeader
-		case id != "":
-			cl, e := n.rpcClientFor(string(addr))
-			if e != nil {
-				return attempt{}, e
-			}
-			ch, _, e := cl.send(ctx, rpcSubmit, c.marshal())
-			if e == nil {
-				n.stats.forwarded.Add(1)
-				return attempt{reply: ch}, nil
-			}
-			if errors.Is(e, ErrShutdown) {
-				return attempt{}, e
-			}
-			err = e
-		default:
-			err = ErrNoLeader
+// committed records that p's entry committed at index: from now on only this node's apply (or a
+// snapshot that skips it) decides its outcome. An entry not applied here within ApplyTimeout, or
+// skipped by a snapshot install, fails with ErrUnknownOutcome: it took effect, but this node
+// cannot tell the result.
+func (n *Node) committed(p *Pending, index uint64) {
+	n.mu.Lock()
+	if p.finished {
+		n.mu.Unlock()
+		return
+	}
+	p.index = index
+	skipped := index <= n.mu.restoredThrough
+	if !skipped {
+		p.applyWait = time.AfterFunc(n.cfg.ApplyTimeout, func() {
+			n.finish(p, nil, nil, fmt.Errorf("%w: committed but not applied here within %v", ErrUnknownOutcome, n.cfg.ApplyTimeout))
+		})
+	}
+	n.mu.Unlock()
+	if skipped {
+		n.finish(p, nil, nil, fmt.Errorf("%w: committed; a snapshot install skipped its result here", ErrUnknownOutcome))
+	}
+}
+
+// restoredTree is called by the FSM after a snapshot replaced the tree up to zxid: writes that
+// committed at or below it were never applied here one by one, so their results are lost.
+func (n *Node) restoredTree(zxid int64) {
+	n.mu.Lock()
+	n.mu.restoredThrough = max(n.mu.restoredThrough, uint64(zxid))
+	var skipped []*Pending
+	for _, p := range n.mu.pending {
+		if p.index != 0 && p.index <= uint64(zxid) {
+			skipped = append(skipped, p)
 		}
-		if !time.Now().Before(deadline) {
-			if errors.Is(err, ErrNoLeader) {
-				return attempt{}, err
-			}
-			return attempt{}, fmt.Errorf("%w: %w", ErrNoLeader, err)
+	}
+	n.mu.Unlock()
+	for _, p := range skipped {
+		n.finish(p, nil, nil, fmt.Errorf("%w: committed; a snapshot install skipped its result here", ErrUnknownOutcome))
+	}
+}
+
+// failAll completes every write still pending with err (shutdown).
+func (n *Node) failAll(err error) {
+	n.mu.Lock()
+	all := make([]*Pending, 0, len(n.mu.pending))
+	for _, p := range n.mu.pending {
+		all = append(all, p)
+	}
+	n.mu.Unlock()
+	for _, p := range all {
+		n.finish(p, nil, nil, err)
+	}
+}
+
+// submit hands p to the leader: proposes it here when this node leads, else forwards it. It
+// retries, with jitter, while nothing was proposed and HoldTimeout allows.
+func (n *Node) submit(ctx context.Context, p *Pending) error {
+	return n.onLeader(ctx, true, func() error {
+		fut, err := n.leaderApply(p.entry)
+		if err != nil {
+			return err
+		}
+		n.mu.Lock()
+		p.fut = fut
+		n.mu.Unlock()
+		n.leaderq.push(p)
+		return nil
+	}, func(addr string) error {
+		if p.localOnly {
+			return ErrNotLeader
+		}
+		cl, err := n.rpcClientFor(addr)
+		if err != nil {
+			return err
+		}
+		if err := cl.send(ctx, rpcSubmit, p.entry, func(r rpcReply) { n.submitted(p, r) }); err != nil {
+			return err
+		}
+		n.stats.forwarded.Add(1)
+		return nil
+	})
+}
+
+// submitted handles the leader's reply to a forwarded write. It runs on the RPC client's reader
+// and must not block.
+func (n *Node) submitted(p *Pending, r rpcReply) {
+	switch {
+	case r.err != nil:
+		n.finish(p, nil, nil, fmt.Errorf("%w: %w", ErrUnknownOutcome, r.err))
+	case r.status == statusOK:
+		var cm commitMsg
+		if err := decodeMsg(r.payload, &cm); err != nil || cm.Index == 0 {
+			n.finish(p, nil, nil, fmt.Errorf("%w: bad submit reply: %v", ErrUnknownOutcome, err))
+			return
+		}
+		n.relay.offer(cm.Index, cm.Term)
+		n.committed(p, cm.Index)
+	case r.status == statusMoved:
+		n.finish(p, nil, nil, ErrSessionMoved)
+	case r.status == statusNotProposed:
+		n.notProposed(p, errors.New(string(r.payload)))
+	default:
+		n.finish(p, nil, nil, fmt.Errorf("%w: %s", ErrUnknownOutcome, r.payload))
+	}
+}
+
+// leaderOutcome handles the raft future of a write proposed here as leader, once it resolved.
+func (n *Node) leaderOutcome(p *Pending, fut raft.ApplyFuture, err error) {
+	switch {
+	case err == nil:
+		n.committed(p, fut.Index())
+	case errors.Is(err, ErrShutdown):
+		n.finish(p, nil, nil, fmt.Errorf("%w: %w", ErrUnknownOutcome, err))
+	case notProposed(err):
+		n.notProposed(p, err)
+	default:
+		n.finish(p, nil, nil, fmt.Errorf("%w: %w", ErrUnknownOutcome, err))
+	}
+}
+
+// notProposed handles a write the leader refused without proposing it: it is submitted again if
+// mayRetry allows, else it fails.
+func (n *Node) notProposed(p *Pending, why error) {
+	if !n.mayRetry(p.c) {
+		n.finish(p, nil, nil, fmt.Errorf("%w: %w", ErrNoLeader, why))
+		return
+	}
+	// A raft future may still hold the entry's bytes; the retry gets its own copy.
+	p.entry = append([]byte(nil), p.entry...)
+	n.mu.Lock()
+	p.fut = nil
+	n.mu.Unlock()
+	if !n.goTracked(func() {
+		if err := n.submit(n.ctx, p); err != nil {
+			n.finish(p, nil, nil, err)
+			return
 		}
 		n.stats.retried.Add(1)
-		t := time.NewTimer(time.Duration(10+rand.IntN(30)) * time.Millisecond)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return attempt{}, fmt.Errorf("%w: %w", ErrNoLeader, ctx.Err())
-		case <-n.stop:
-			t.Stop()
-			return attempt{}, ErrShutdown
-		}
-	}
-}
-
-// complete waits for the outcome of a submitted proposal and settles pd.
-// restored is the restore signal as it was before c was submitted.
-func (n *Node) complete(c *command, pr *proposal, at attempt, pd *Pending, localOnly bool, restored *chan struct{}) {
-	defer close(pd.done)
-	defer n.settle(c)
-	for {
-		var status byte
-		var detail error
-		if at.fut != nil {
-			detail = n.waitFuture(at.fut, 0)
-			status, _ = classifyApply(detail)
-		} else {
-			select {
-			case r := <-at.reply:
-				status, detail = r.status, r.err
-				switch {
-				case r.err != nil:
-					status = statusUnknown
-				case r.status != statusOK:
-					detail = errors.New(string(r.payload))
-				default:
-					n.relay.offerPayload(r.payload)
-				}
-			case <-pr.delivered:
-				status = statusOK
-			case <-n.stop:
-				status, detail = statusUnknown, ErrShutdown
-			}
-		}
-		switch status {
-		case statusOK:
-			// The FSM delivers before raft answers the future, so on the leader the result is
-			// almost always here already: take it without arming the apply timer.
-			select {
-			case <-pr.delivered:
-				pd.res, pd.cmd = *pr.res, pr.cmd
-				return
-			default:
-			}
-			t := time.NewTimer(n.cfg.ApplyTimeout)
-			select {
-			case <-pr.delivered:
-				pd.res, pd.cmd = *pr.res, pr.cmd
-			case <-*restored:
-				// Committed, but this node jumped past it with a snapshot: no result here.
-				select {
-				case <-pr.delivered:
-					pd.res, pd.cmd = *pr.res, pr.cmd
-				default:
-					n.stats.unknown.Add(1)
-					pd.err = fmt.Errorf("%w: committed; a snapshot install skipped its result here", ErrUnknownOutcome)
-				}
-			case <-t.C:
-				n.stats.unknown.Add(1)
-				pd.err = fmt.Errorf("%w: committed but not applied here within %v", ErrUnknownOutcome, n.cfg.ApplyTimeout)
-			case <-n.stop:
-				pd.err = fmt.Errorf("%w: %w", ErrUnknownOutcome, ErrShutdown)
-			}
-			t.Stop()
-			return
-		case statusMoved:
-			pd.err = ErrSessionMoved
-			return
-		case statusNotProposed:
-			if n.mayRetry(c) {
-				next, err := n.submit(n.ctx, c, localOnly)
-				if err == nil {
-					n.stats.retried.Add(1)
-					at = next
-					continue
-				}
-				pd.err = err
-				return
-			}
-			pd.err = fmt.Errorf("%w: %w", ErrNoLeader, detail)
-			return
-		default:
-			select {
-			case <-pr.delivered: // it committed and applied here after all
-				pd.res, pd.cmd = *pr.res, pr.cmd
-				return
-			default:
-			}
-			n.stats.unknown.Add(1)
-			pd.err = fmt.Errorf("%w: %w", ErrUnknownOutcome, detail)
-			return
-		}
+	}) {
+		n.finish(p, nil, nil, fmt.Errorf("%w: %w", ErrUnknownOutcome, ErrShutdown))
 	}
 }
 
@@ -386,50 +391,69 @@ func (n *Node) mayRetry(c *command) bool {
 	return n.mu.lastSeq[c.session] == c.seq && n.mu.unsettled[c.session] == 1
 }
 
+// notProposed reports whether a raft apply error means the entry was never proposed.
+func notProposed(err error) bool {
+	return errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrEnqueueTimeout) ||
+		errors.Is(err, raft.ErrLeadershipTransferInProgress) || errors.Is(err, ErrNotLeader)
+}
+
 // classifyApply maps a raft apply error to an RPC status.
 func classifyApply(err error) (byte, []byte) {
 	switch {
 	case err == nil:
 		return statusOK, nil
-	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrEnqueueTimeout),
-		errors.Is(err, raft.ErrLeadershipTransferInProgress), errors.Is(err, ErrNotLeader):
+	case notProposed(err):
 		return statusNotProposed, []byte(err.Error())
 	default:
 		return statusUnknown, []byte(err.Error())
 	}
 }
 
-// leaderApply stamps c (time; for createSession the id and password) and proposes it. It fails
-// with ErrNotLeader, having proposed nothing, on a node that is not the leader.
-func (n *Node) leaderApply(c *command) (raft.ApplyFuture, error) {
+// leaderApply stamps a marshalled entry (time; for createSession the id, password and attachment)
+// and proposes it. It fails with ErrNotLeader, having proposed nothing, on a node that is not the
+// leader, and with ErrSessionMoved when the session is attached through another server.
+func (n *Node) leaderApply(entry []byte) (raft.ApplyFuture, error) {
 	if n.raft.State() != raft.Leader {
 		return nil, ErrNotLeader
 	}
-	cc := *c
-	cc.time = time.Now().UnixMilli()
-	server := originServer(cc.origin)
-	if cc.op != jute.OpCreateSession && cc.session != 0 && !n.sessions.owns(cc.session, server) {
+	h, err := peekCommand(entry)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadRequest, err)
+	}
+	server := originServer(h.origin)
+	if h.op != jute.OpCreateSession && h.session != 0 && !n.sessions.owns(h.session, server) {
 		return nil, ErrSessionMoved
 	}
-	if cc.op == jute.OpCreateSession {
-		if len(cc.body) != 4 {
-			return nil, fmt.Errorf("%w: createSession proposal body", ErrBadRequest)
-		}
-		timeout := int32(binary.BigEndian.Uint32(cc.body))
-		// The password is the session's only secret: whoever knows id and password can take the
-		// session over, so it comes from the operating system's CSPRNG.
-		passwd := make([]byte, 16)
-		crand.Read(passwd)
-		attach, err := n.newAttach()
-		if err != nil {
+	if h.op == jute.OpCreateSession {
+		if entry, err = n.stampSession(entry, server); err != nil {
 			return nil, err
 		}
-		id := n.newSessionID()
-		n.sessions.claim(id, server)
-		cc.body = createSessionBody(znode.CreateSession{ID: id, Timeout: timeout, Passwd: passwd, Attach: attach})
 	}
+	stampTime(entry, time.Now().UnixMilli())
 	enqueue := min(n.cfg.HoldTimeout, time.Second)
-	return n.raft.ApplyLog(raft.Log{Data: cc.marshal()}, enqueue), nil
+	return n.raft.ApplyLog(raft.Log{Data: entry}, enqueue), nil
+}
+
+// stampSession fills in a createSession entry: a new session id, a random password and the token
+// of the session's first attachment. It returns the new entry.
+func (n *Node) stampSession(entry []byte, server string) ([]byte, error) {
+	c, err := unmarshalCommand(entry)
+	if err != nil || len(c.body) != 4 {
+		return nil, fmt.Errorf("%w: createSession proposal body", ErrBadRequest)
+	}
+	timeout := int32(binary.BigEndian.Uint32(c.body))
+	// The password is the session's only secret: whoever knows id and password can take the
+	// session over, so it comes from the operating system's CSPRNG.
+	passwd := make([]byte, 16)
+	crand.Read(passwd)
+	attach, err := n.newAttach()
+	if err != nil {
+		return nil, err
+	}
+	id := n.newSessionID()
+	n.sessions.claim(id, server)
+	c.body = createSessionBody(znode.CreateSession{ID: id, Timeout: timeout, Passwd: passwd, Attach: attach})
+	return c.marshal(), nil
 }
 
 // newSessionID picks a session id the way ZooKeeper lays them out: the top byte names the server

@@ -1,7 +1,6 @@
 package consensus
 
 import (
-	"encoding/binary"
 	"net"
 	"sync"
 	"time"
@@ -58,23 +57,10 @@ func (c *commitNote) offer(index, term uint64) {
 	c.signal()
 }
 
-// offerPayload offers the commit encoded by commitPayload; shorter payloads (from older peers)
-// carry none.
-func (c *commitNote) offerPayload(b []byte) {
-	if len(b) >= 16 {
-		c.offer(binary.BigEndian.Uint64(b), binary.BigEndian.Uint64(b[8:]))
-	}
-}
-
 func (c *commitNote) load() (index, term uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.index, c.term
-}
-
-// commitPayload encodes a committed index and the leader's term.
-func commitPayload(index, term uint64) []byte {
-	return binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, index), term)
 }
 
 // relay notes the highest commit reported by the leader and not yet relayed or applied, and how
@@ -277,7 +263,7 @@ func (n *Node) announceTo(p *peerAnnouncement) {
 		p.sent = index
 		p.mu.Unlock()
 		if cl, err := n.rpcClientFor(p.addr); err == nil {
-			_, _, _ = cl.send(n.ctx, rpcCommitted, commitPayload(index, term))
+			_ = cl.send(n.ctx, rpcCommitted, encodeMsg(&commitMsg{Index: index, Term: term}), func(rpcReply) {})
 		}
 	}
 }

@@ -4,106 +4,76 @@ import (
 	"time"
 )
 
-// settleFastWait is how long the settler waits for the FSM to apply the proposal at the head of
-// its queue before it hands the queue to per-proposal goroutines, which also watch the raft
-// future: a proposal that is not applied by then may have failed (leadership lost, enqueue
-// timeout) and only its future says so.
+// settleFastWait is how long the watcher waits for the FSM to apply the write at the head of its
+// queue before it reads raft futures instead: a write that is not applied by then may have failed
+// (leadership lost, enqueue timeout) and only its future says so.
 const settleFastWait = 100 * time.Millisecond
 
-// settling is a proposal submitted on this node as leader, waiting to be settled.
-type settling struct {
-	c         *command
-	pr        *proposal
-	at        attempt
-	pd        *Pending
-	localOnly bool
-	restored  *chan struct{}
-}
+// leaderQueue holds the writes this node proposed as leader, in proposal order, for runWatcher.
+// Each holds a proposal slot, so with room for MaxOutstanding a push never blocks.
+type leaderQueue chan *Pending
 
-// queueSettling hands a leader proposal to the settler. It reports false once the node is closing;
-// the caller then settles the proposal itself. The queue holds at most MaxOutstanding proposals
-// (each holds a slot), so the send never blocks.
-func (n *Node) queueSettling(s *settling) bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.mu.closing {
-		return false
-	}
-	n.settleq <- s
-	return true
-}
+func (q leaderQueue) push(p *Pending) { q <- p }
 
-// runSettler settles the proposals this node submitted as leader. The FSM applies them in log
-// order and delivers each result before raft answers its future, so in the common case a single
-// goroutine settles every proposal as soon as it is applied, instead of one goroutine per write
-// blocked on its future (and another to make that wait stoppable). A proposal still unapplied
-// after settleFastWait goes, with every unapplied one queued behind it, to complete, which reads
-// the future and handles failure, retry and shutdown. It stops with the node.
-func (n *Node) runSettler() {
+// runWatcher learns the failures of writes proposed here as leader. The FSM applies them in log
+// order and completes each (Node.deliver) before raft answers its future, so in the common case
+// the watcher only sees completed writes go by, instead of a goroutine per write blocked on its
+// future. A write still unapplied after settleFastWait gets, with every unapplied one queued
+// behind it, a goroutine that reads its future (watchFuture). It stops with the node; Shutdown
+// fails whatever is left.
+func (n *Node) runWatcher() {
 	t := time.NewTimer(settleFastWait)
 	t.Stop()
 	for {
-		var s *settling
+		var p *Pending
 		select {
-		case s = <-n.settleq:
+		case p = <-n.leaderq:
 		case <-n.stop:
-			n.drainSettling()
 			return
 		}
 		select {
-		case <-s.pr.delivered:
-			n.settleApplied(s)
+		case <-p.done:
 			continue
 		default:
 		}
 		t.Reset(settleFastWait)
 		select {
-		case <-s.pr.delivered:
+		case <-p.done:
 			t.Stop()
-			n.settleApplied(s)
+			continue
 		case <-t.C:
-			n.settleSlowly(s)
-			n.drainSettling()
 		case <-n.stop:
 			t.Stop()
-			n.settleSlowly(s)
-			n.drainSettling()
 			return
 		}
-	}
-}
-
-// drainSettling settles every queued proposal now: applied ones at once, the others through
-// complete.
-func (n *Node) drainSettling() {
-	for {
-		select {
-		case s := <-n.settleq:
+		n.watchFuture(p)
+		for more := true; more; {
 			select {
-			case <-s.pr.delivered:
-				n.settleApplied(s)
+			case q := <-n.leaderq:
+				n.watchFuture(q)
 			default:
-				n.settleSlowly(s)
+				more = false
 			}
-		default:
-			return
 		}
 	}
 }
 
-// settleApplied finishes a proposal the FSM applied: its result is the one delivered.
-func (n *Node) settleApplied(s *settling) {
-	s.pd.res, s.pd.cmd = *s.pr.res, s.pr.cmd
-	n.settle(s.c)
-	close(s.pd.done)
-}
-
-// settleSlowly hands a proposal to its own goroutine, complete, which waits on the raft future
-// or the forwarded call's reply; once the node is closing it fails the proposal at once.
-func (n *Node) settleSlowly(s *settling) {
-	if !n.goTracked(func() { n.complete(s.c, s.pr, s.at, s.pd, s.localOnly, s.restored) }) {
-		n.settle(s.c)
-		s.pd.err = ErrUnknownOutcome
-		close(s.pd.done)
+// watchFuture reads the raft future of a write proposed here as leader on a goroutine of its own
+// and acts on its outcome, unless the write completes first.
+func (n *Node) watchFuture(p *Pending) {
+	n.mu.Lock()
+	fut, finished := p.fut, p.finished
+	n.mu.Unlock()
+	if finished || fut == nil {
+		return
 	}
+	n.goTracked(func() {
+		err := n.waitFuture(fut, 0)
+		select {
+		case <-p.done:
+			return
+		default:
+		}
+		n.leaderOutcome(p, fut, err)
+	})
 }

@@ -68,15 +68,22 @@ func TestProposeRejectsBadRequests(t *testing.T) {
 	ctx := ctxT(t, 5*time.Second)
 	for _, p := range []Proposal{
 		{Op: jute.OpGetData, Body: jute.Marshal(nil, &jute.GetDataRequest{Path: "/"})},
-		{Op: jute.OpCreate, Body: []byte{1, 2, 3}},
 		{Op: jute.OpCloseSession},
 		{Op: jute.OpCreateSession},
+		{Op: jute.OpCreate, Body: make([]byte, maxFrame)},
 	} {
 		if _, err := n.Propose(ctx, p); !errors.Is(err, ErrBadRequest) {
 			t.Errorf("Propose(%v) error = %v; want ErrBadRequest", p.Op, err)
 		}
 	}
+	// A body that does not decode is a failed write, decided when it is applied, as in
+	// ZooKeeper: it takes a zxid and changes nothing.
 	before := n.LastZxid()
+	res, err := n.Propose(ctx, Proposal{Op: jute.OpCreate, Body: []byte{1, 2, 3}})
+	if err != nil || res.Err != jute.CodeMarshallingError || res.Zxid <= before {
+		t.Fatalf("Propose(undecodable create) = %+v, %v; want MarshallingError at a new zxid", res, err)
+	}
+	before = n.LastZxid()
 	if _, err := n.Propose(ctx, createReq("/ok", nil, jute.ModePersistent)); err != nil {
 		t.Fatal(err)
 	}

@@ -57,6 +57,19 @@ func DecodeRequest(frame []byte, maxLen int) (RequestHeader, Record, error) {
 	return h, body, nil
 }
 
+// PeekRequestHeader decodes only the RequestHeader at the start of a request frame's payload and
+// returns the bytes after it: the body as the client sent it, for a server that passes write
+// bodies on undecoded (they are decoded once, where they are applied).
+func PeekRequestHeader(frame []byte) (RequestHeader, []byte, error) {
+	d := NewAliasDecoder(frame, 0)
+	var h RequestHeader
+	h.Decode(d)
+	if err := d.Err(); err != nil {
+		return h, nil, fmt.Errorf("jute: request header: %w", err)
+	}
+	return h, d.Rest(), nil
+}
+
 // PeekReplyHeader decodes only the ReplyHeader at the start of a reply frame's payload, so that a
 // client can find the request a reply answers (by xid) before decoding the body with DecodeReply.
 func PeekReplyHeader(frame []byte) (ReplyHeader, error) {

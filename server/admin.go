@@ -30,7 +30,7 @@ func (s *Server) startAdmin() error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /metrics", s.serveMetrics)
 	mux.HandleFunc("GET /ready", func(w http.ResponseWriter, _ *http.Request) {
-		if s.backend.Serving() {
+		if s.cons.Serving() {
 			_, _ = io.WriteString(w, "ready\n")
 			return
 		}
@@ -118,7 +118,7 @@ func (s *Server) fillCommand(name string, out map[string]any) {
 	switch name {
 	case "ruok", "is_read_only", "configuration", "dirs", "environment":
 	default:
-		if !s.backend.Serving() {
+		if !s.cons.Serving() {
 			out["error"] = strings.TrimSuffix(notServing, "\n")
 			return
 		}
@@ -155,12 +155,10 @@ func (s *Server) fillCommand(name string, out map[string]any) {
 			out["error"] = "server is not initialized"
 			return
 		}
-		out["is_leader"] = s.backend.Leader()
-		if s.node != nil {
-			id, addr := s.node.Leader()
-			out["leader_id"], _ = strconv.ParseInt(id, 10, 64)
-			out["leader_ip"] = addr
-		}
+		out["is_leader"] = s.cons.IsLeader()
+		id, addr := s.cons.Leader()
+		out["leader_id"], _ = strconv.ParseInt(id, 10, 64)
+		out["leader_ip"] = addr
 	case "monitor":
 		for _, kv := range s.mntrPairs() {
 			if n, err := strconv.ParseInt(kv[1], 10, 64); err == nil {
@@ -313,13 +311,11 @@ func (s *Server) serveMetrics(w http.ResponseWriter, _ *http.Request) {
 	metric("uptime", "gauge", "Milliseconds since the server started.", st.Uptime.Milliseconds())
 	metric("serving", "gauge", "1 while the server serves clients.", serving)
 	metric("is_leader", "gauge", "1 on the leader (and a standalone server).", leader)
-	if s.node != nil {
-		ns := s.node.Stats()
-		metric("raft_term", "gauge", "Current Raft term.", ns.Term)
-		metric("raft_commit_index", "gauge", "Raft commit index.", ns.CommitIndex)
-		metric("proposals_forwarded", "counter", "Writes forwarded to the leader.", ns.Forwarded)
-		metric("proposals_unknown_outcome", "counter", "Writes answered with connection loss.", ns.Unknown)
-		metric("sessions_expired", "counter", "Sessions expired by this server as leader.", ns.Expired)
-	}
+	ns := s.cons.Stats()
+	metric("raft_term", "gauge", "Current Raft term.", ns.Term)
+	metric("raft_commit_index", "gauge", "Raft commit index.", ns.CommitIndex)
+	metric("proposals_forwarded", "counter", "Writes forwarded to the leader.", ns.Forwarded)
+	metric("proposals_unknown_outcome", "counter", "Writes answered with connection loss.", ns.Unknown)
+	metric("sessions_expired", "counter", "Sessions expired by this server as leader.", ns.Expired)
 	_, _ = w.Write([]byte(b.String()))
 }

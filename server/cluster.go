@@ -94,7 +94,7 @@ func (cl *Cluster) Addrs() []string {
 // Leader returns the member that is the Raft leader, or nil if none is established.
 func (cl *Cluster) Leader() *Server {
 	for _, s := range cl.Servers {
-		if s != nil && s.backend.Leader() {
+		if s != nil && s.cons.IsLeader() {
 			return s
 		}
 	}

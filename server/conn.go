@@ -249,7 +249,7 @@ func expiredResponse(req *jute.ConnectRequest) *jute.ConnectResponse {
 // handshake answers the ConnectRequest. It reports false when the connection must end.
 func (c *conn) handshake(ctx context.Context, req *jute.ConnectRequest) (bool, error) {
 	s := c.s
-	if !s.backend.Serving() {
+	if !s.cons.Serving() {
 		// A brief election (or a late heartbeat) should not turn clients away; a server that
 		// stays cut off refuses them after a tick.
 		wctx, cancel := context.WithTimeout(ctx, s.cfg.TickTime)
@@ -263,7 +263,7 @@ func (c *conn) handshake(ctx context.Context, req *jute.ConnectRequest) (bool, e
 		// The client has seen newer state than this server: let it try another one, unless a
 		// sync brings this server up to date quickly.
 		sctx, cancel := context.WithTimeout(ctx, time.Second)
-		_ = s.backend.Sync(sctx)
+		_ = s.cons.Sync(sctx)
 		cancel()
 		if req.LastZxidSeen > s.view().Zxid() {
 			return false, fmt.Errorf("server: client zxid 0x%x is ahead of ours 0x%x", req.LastZxidSeen, s.view().Zxid())
@@ -273,7 +273,7 @@ func (c *conn) handshake(ctx context.Context, req *jute.ConnectRequest) (bool, e
 	var resp *jute.ConnectResponse
 	if req.SessionID == 0 {
 		pctx, cancel := context.WithTimeout(ctx, s.cfg.MaxSessionTimeout)
-		sess, attach, err := s.backend.CreateSession(pctx, timeout)
+		sess, attach, err := s.cons.CreateSession(pctx, timeout)
 		cancel()
 		if err != nil {
 			return false, fmt.Errorf("server: create session: %w", err)
@@ -287,7 +287,7 @@ func (c *conn) handshake(ctx context.Context, req *jute.ConnectRequest) (bool, e
 			// This server may not have applied the session's creation yet (the client saw no
 			// zxid since): catch up with the leader before calling it expired.
 			sctx, cancel := context.WithTimeout(ctx, time.Second)
-			_ = s.backend.Sync(sctx)
+			_ = s.cons.Sync(sctx)
 			cancel()
 			sess, ok = s.view().Session(req.SessionID)
 		}
@@ -297,9 +297,12 @@ func (c *conn) handshake(ctx context.Context, req *jute.ConnectRequest) (bool, e
 			return false, errSessionGone
 		}
 		pctx, cancel := context.WithTimeout(ctx, s.cfg.MaxSessionTimeout)
-		attach, err := s.backend.ValidateSession(pctx, req.SessionID, timeout)
+		live, attach, err := s.cons.ValidateSession(pctx, req.SessionID)
 		cancel()
 		c.attach = attach
+		if err == nil && !live {
+			err = errSessionGone
+		}
 		if errors.Is(err, errSessionGone) {
 			c.out.pushFrame(expiredResponse(req))
 			c.finish()

@@ -43,7 +43,7 @@ func (c *conn) execute(ctx context.Context, hdr jute.RequestHeader, body jute.Re
 		c.reply(jute.XidPing, s.view().Zxid(), jute.CodeOK, nil)
 	case jute.OpSync:
 		sctx, cancel := context.WithTimeout(ctx, time.Duration(c.timeout.Load())*time.Millisecond)
-		err := s.backend.Sync(sctx)
+		err := s.cons.Sync(sctx)
 		cancel()
 		if err != nil {
 			c.log.Debug("sync failed; dropping the connection", "err", err)
@@ -190,46 +190,6 @@ func codeFor(err error) jute.Code {
 		return code
 	}
 	return jute.CodeSystemError
-}
-
-// ttlRequested reports whether a write asks for a TTL node anywhere (directly or inside a multi),
-// and at which multi index (-1 when not in a multi).
-func ttlRequested(op jute.Op, body jute.Record) (bool, int) {
-	isTTL := func(op jute.Op, r jute.Record) bool {
-		if op == jute.OpCreateTTL {
-			return true
-		}
-		if cr, ok := r.(*jute.CreateRequest); ok && op != jute.OpCreateContainer {
-			return cr.Flags.TTL()
-		}
-		return false
-	}
-	if op == jute.OpMulti {
-		for i, m := range body.(*jute.MultiRequest).Ops {
-			if isTTL(m.Type, m.Req) {
-				return true, i
-			}
-		}
-		return false, -1
-	}
-	return isTTL(op, body), -1
-}
-
-// failedMulti builds ZooKeeper's reply to a multi whose op at idx failed with code: every result
-// of type error, 0 before idx, code at idx, RuntimeInconsistency after.
-func failedMulti(n, idx int, code jute.Code) *jute.MultiResponse {
-	r := &jute.MultiResponse{Results: make([]jute.MultiResult, n)}
-	for i := range r.Results {
-		cd := jute.CodeOK
-		switch {
-		case i == idx:
-			cd = code
-		case i > idx:
-			cd = jute.CodeRuntimeInconsistency
-		}
-		r.Results[i] = jute.MultiResult{Type: jute.OpError, Err: cd, Resp: &jute.ErrorResponse{Err: cd}}
-	}
-	return r
 }
 
 // setWatches re-registers a reconnecting client's watches with ZooKeeper's catch-up rules:

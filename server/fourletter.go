@@ -75,7 +75,7 @@ func (s *Server) fourLetterOutput(word string) string {
 		d := dirSize(s.cfg.Dir)
 		return fmt.Sprintf("datadir_size: %d\nlogdir_size: %d\n", d, d)
 	}
-	if !s.backend.Serving() {
+	if !s.cons.Serving() {
 		return notServing
 	}
 	switch word {

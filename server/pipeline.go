@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/zkd-io/zkd/consensus"
 	"github.com/zkd-io/zkd/jute"
 )
 
@@ -21,7 +22,7 @@ type request struct {
 	// not change what an earlier request may do.
 	auth []jute.Id
 	// pending is a started write (or closeSession) whose result the executor waits for.
-	pending pendingWrite
+	pending *consensus.Pending
 	// fixed, when set, is the complete answer decided on arrival: code and, rarely, a body.
 	fixed     bool
 	code      jute.Code
@@ -39,12 +40,19 @@ type request struct {
 func (c *conn) admit(ctx context.Context, frame []byte) bool {
 	s := c.s
 	r := &request{arrived: time.Now()}
+	hdr, raw, err := jute.PeekRequestHeader(frame)
+	if err != nil {
+		return false // not even a header
+	}
+	if isWrite(hdr.Type) {
+		// A write's body goes to consensus as it arrived and is decoded once, when applied.
+		r.hdr = hdr
+		return c.admitWrite(ctx, r, raw)
+	}
 	hdr, body, err := jute.DecodeRequest(frame, s.cfg.MaxFrameSize)
 	r.hdr, r.body = hdr, body
 	if err != nil && !errors.Is(err, jute.ErrTrailingData) {
 		switch {
-		case len(frame) < 8:
-			return false // not even a header
 		case errors.Is(err, jute.ErrUnknownOp) && hdr.Type != jute.OpMulti && hdr.Type != jute.OpMultiRead:
 			r.fixed, r.code, r.closeAfter = true, jute.CodeUnimplemented, true
 		default:
@@ -57,20 +65,9 @@ func (c *conn) admit(ctx context.Context, frame []byte) bool {
 		r.fixed, r.code = true, jute.CodeMarshallingError
 		return c.enqueue(r)
 	}
-	c.stats.lastOp.Store(int32(hdr.Type))
-	if hdr.Xid > 0 {
-		c.stats.lastCxid.Store(int64(hdr.Xid))
+	if !c.accept(r) {
+		return false
 	}
-	sid := c.session()
-	s.backend.Touch(sid)
-	if hdr.Type != jute.OpPing && hdr.Type != jute.OpAuth && hdr.Type != jute.OpSetWatches && hdr.Type != jute.OpSetWatches2 {
-		// A request on a session that expired or closed gets no reply: the socket closes.
-		if _, ok := s.view().Session(sid); !ok {
-			c.abort(errSessionGone)
-			return false
-		}
-	}
-	r.auth = c.authIDs()
 	switch hdr.Type {
 	case jute.OpAuth:
 		// Handled on arrival, as in ZooKeeper, so writes admitted after it carry the new identity.
@@ -86,42 +83,6 @@ func (c *conn) admit(ctx context.Context, frame []byte) bool {
 		// check is valid only inside a multi (3.9 answers Unimplemented and closes);
 		// deleteContainer is the server's own housekeeping op and is refused to clients.
 		r.fixed, r.code, r.closeAfter = true, jute.CodeUnimplemented, true
-	case jute.OpCloseSession:
-		if !c.awaitReads() {
-			return false
-		}
-		c.closingSession.Store(true)
-		p, err := c.startWrite(ctx, sid, r.auth, jute.OpCloseSession, nil)
-		if err != nil {
-			c.abort(err)
-			return false
-		}
-		r.pending, r.closeSession = p, true
-	case jute.OpCreate, jute.OpCreate2, jute.OpCreateContainer, jute.OpCreateTTL, jute.OpDelete,
-		jute.OpSetData, jute.OpSetACL, jute.OpMulti:
-		if !s.cfg.ExtendedTypesEnabled {
-			if ttl, idx := ttlRequested(hdr.Type, body); ttl {
-				r.fixed, r.code = true, jute.CodeUnimplemented
-				if idx >= 0 {
-					r.code, r.fixedBody = jute.CodeOK, failedMulti(len(body.(*jute.MultiRequest).Ops), idx, jute.CodeUnimplemented)
-				}
-				break
-			}
-		}
-		if !c.awaitReads() {
-			return false
-		}
-		p, err := c.startWrite(ctx, sid, r.auth, hdr.Type, body)
-		switch {
-		case err != nil && isBadRequest(err):
-			r.fixed, r.code = true, jute.CodeMarshallingError
-		case err != nil:
-			c.log.Debug("write not proposed; dropping the connection", "op", hdr.Type, "err", err)
-			c.abort(err)
-			return false
-		default:
-			r.pending = p
-		}
 	}
 	if !c.enqueue(r) {
 		return false
@@ -129,16 +90,76 @@ func (c *conn) admit(ctx context.Context, frame []byte) bool {
 	return !r.closeSession && !r.closeAfter
 }
 
+// isWrite reports whether op is a client write, which consensus proposes.
+func isWrite(op jute.Op) bool {
+	switch op {
+	case jute.OpCreate, jute.OpCreate2, jute.OpCreateContainer, jute.OpCreateTTL, jute.OpDelete,
+		jute.OpSetData, jute.OpSetACL, jute.OpMulti, jute.OpCloseSession:
+		return true
+	}
+	return false
+}
+
+// accept does what every request does on arrival: it counts it, touches the session, refuses a
+// request of a session that has ended (no reply: the socket closes) and records the identities it
+// is made with. It reports false when the connection ends.
+func (c *conn) accept(r *request) bool {
+	s := c.s
+	hdr := r.hdr
+	c.stats.lastOp.Store(int32(hdr.Type))
+	if hdr.Xid > 0 {
+		c.stats.lastCxid.Store(int64(hdr.Xid))
+	}
+	sid := c.session()
+	s.cons.Touch(sid)
+	if hdr.Type != jute.OpPing && hdr.Type != jute.OpAuth && hdr.Type != jute.OpSetWatches && hdr.Type != jute.OpSetWatches2 {
+		// A request on a session that expired or closed gets no reply: the socket closes.
+		if _, ok := s.view().Session(sid); !ok {
+			c.abort(errSessionGone)
+			return false
+		}
+	}
+	r.auth = c.authIDs()
+	return true
+}
+
+// admitWrite starts a write (closeSession included) on arrival, so a connection can have many in
+// flight, and passes it to the executor, which answers once this server applied it.
+func (c *conn) admitWrite(ctx context.Context, r *request, body []byte) bool {
+	if !c.accept(r) || !c.awaitReads() {
+		return false
+	}
+	op := r.hdr.Type
+	if op == jute.OpCloseSession {
+		c.closingSession.Store(true)
+		body = nil // ZooKeeper ignores whatever a closeSession carries
+	}
+	p, err := c.startWrite(ctx, consensus.Proposal{Session: c.session(), Auth: r.auth, Op: op, Body: body, NoTTL: !c.s.cfg.ExtendedTypesEnabled})
+	switch {
+	case err != nil && isBadRequest(err):
+		r.fixed, r.code = true, jute.CodeMarshallingError
+	case err != nil:
+		c.log.Debug("write not proposed; dropping the connection", "op", op, "err", err)
+		c.abort(err)
+		return false
+	default:
+		r.pending, r.closeSession = p, op == jute.OpCloseSession
+	}
+	if !c.enqueue(r) {
+		return false
+	}
+	return !r.closeSession
+}
+
 // startWrite starts a write as the connection's next one in order. A write refused as malformed
 // was not proposed and does not take a place in the order.
-func (c *conn) startWrite(ctx context.Context, sid int64, auth []jute.Id, op jute.Op, req jute.Record) (pendingWrite, error) {
-	w := write{session: sid, auth: auth, op: op, req: req}
+func (c *conn) startWrite(ctx context.Context, w consensus.Proposal) (*consensus.Pending, error) {
 	if c.attach != 0 {
-		w.attach, w.seq = c.attach, c.writeSeq+1
+		w.Attach, w.Seq = c.attach, c.writeSeq+1
 	}
-	p, err := c.s.backend.Start(ctx, w)
+	p, err := c.s.cons.Start(ctx, w)
 	if err == nil || !isBadRequest(err) {
-		c.writeSeq = w.seq
+		c.writeSeq = w.Seq
 	}
 	return p, err
 }

@@ -25,20 +25,18 @@ type member struct {
 // with client addresses from the configuration and from reconfigs seen on this server.
 func (s *Server) members() []member {
 	var out []member
-	if s.node != nil {
-		if ps, err := s.node.Members(); err == nil && len(ps) > 1 {
-			s.clientAddrs.Lock()
-			for _, p := range ps {
-				id, err := strconv.ParseInt(p.ID, 10, 64)
-				if err != nil {
-					continue
-				}
-				out = append(out, member{id: id, peerAddr: p.Addr, clientAddr: s.clientAddrs.m[id]})
+	if ps, err := s.cons.Members(); err == nil && len(ps) > 1 {
+		s.clientAddrs.Lock()
+		for _, p := range ps {
+			id, err := strconv.ParseInt(p.ID, 10, 64)
+			if err != nil {
+				continue
 			}
-			s.clientAddrs.Unlock()
-			sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
-			return out
+			out = append(out, member{id: id, peerAddr: p.Addr, clientAddr: s.clientAddrs.m[id]})
 		}
+		s.clientAddrs.Unlock()
+		sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
+		return out
 	}
 	for _, p := range s.cfg.Peers {
 		out = append(out, member{id: p.ID, peerAddr: p.PeerAddr, clientAddr: p.ClientAddr})
@@ -80,7 +78,7 @@ func (c *conn) reconfig(ctx context.Context, hdr jute.RequestHeader, req *jute.R
 	case !s.cfg.ReconfigEnabled:
 		c.reply(hdr.Xid, v.Zxid(), jute.CodeReconfigDisabled, nil)
 		return
-	case s.node == nil || len(s.cfg.Peers) <= 1:
+	case len(s.cfg.Peers) <= 1:
 		c.reply(hdr.Xid, v.Zxid(), jute.CodeUnimplemented, nil)
 		return
 	}
@@ -105,7 +103,7 @@ func (c *conn) reconfig(ctx context.Context, hdr jute.RequestHeader, req *jute.R
 		return
 	}
 	for _, m := range joins {
-		if err := s.node.AddVoter(ctx, strconv.FormatInt(m.id, 10), m.peerAddr); err != nil {
+		if err := s.cons.AddVoter(ctx, strconv.FormatInt(m.id, 10), m.peerAddr); err != nil {
 			c.log.Info("reconfig: add voter failed", "id", m.id, "err", err)
 			c.reply(hdr.Xid, v.Zxid(), jute.CodeNewConfigNoQuorum, nil)
 			return
@@ -117,7 +115,7 @@ func (c *conn) reconfig(ctx context.Context, hdr jute.RequestHeader, req *jute.R
 		}
 	}
 	for _, id := range leaves {
-		if err := s.node.RemoveServer(ctx, strconv.FormatInt(id, 10)); err != nil {
+		if err := s.cons.RemoveServer(ctx, strconv.FormatInt(id, 10)); err != nil {
 			c.log.Info("reconfig: remove server failed", "id", id, "err", err)
 			c.reply(hdr.Xid, v.Zxid(), jute.CodeNewConfigNoQuorum, nil)
 			return
@@ -247,9 +245,6 @@ func (s *Server) awaitMembers(ctx context.Context, joins []member, leaves []int6
 // the membership changed since the last check. Every server runs it from housekeeping, so
 // watchers learn of a reconfig whichever server handled it.
 func (s *Server) checkConfigChange() {
-	if len(s.cfg.Peers) <= 1 && s.node == nil {
-		return
-	}
 	s.configSeen.Lock()
 	defer s.configSeen.Unlock()
 	_, version := s.configText()

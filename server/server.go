@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/zkd-io/zkd/consensus"
 	"github.com/zkd-io/zkd/znode"
 )
 
@@ -22,13 +21,10 @@ var ErrServerClosed = errors.New("server: closed")
 // created running by Start and stopped by Shutdown or Close. All its state is per instance, so
 // any number of servers can run in one process.
 type Server struct {
-	cfg     Config
-	log     *slog.Logger
-	backend backend
-	// stopBackend shuts the consensus node down.
-	stopBackend func() error
-	// node is the consensus node (nil for test backends), for statistics.
-	node *consensus.Node
+	cfg Config
+	log *slog.Logger
+	// cons is the replicated state: a consensus.Node, or its in-memory twin in tests.
+	cons Consensus
 
 	ln      net.Listener
 	watches *watchManager
@@ -73,13 +69,17 @@ func Start(cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg = cfg.withDefaults()
+	return start(cfg.withDefaults(), openConsensus)
+}
+
+// start runs a server on the consensus that open returns for it (tests open a consensus.Memory).
+func start(cfg Config, open func(*Server) (Consensus, error)) (*Server, error) {
 	s := newServer(cfg)
-	be, stop, err := openConsensus(s)
+	c, err := open(s)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.run(be, stop); err != nil {
+	if err := s.run(c); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -99,10 +99,11 @@ func newServer(cfg Config) *Server {
 	return s
 }
 
-// run binds the listeners and starts the server's goroutines on top of be.
-func (s *Server) run(be backend, stop func() error) error {
-	s.backend, s.stopBackend = be, stop
-	v := be.View()
+// run binds the listeners and starts the server's goroutines on top of c.
+func (s *Server) run(c Consensus) error {
+	s.cons = c
+	stop := c.Shutdown
+	v := c.View()
 	s.publish(v)
 	s.watches.advance(v.Zxid())
 	ln := s.cfg.Listener
@@ -155,16 +156,35 @@ func (s *Server) publish(v *znode.View) {
 }
 
 // onApply is the consensus apply hook: it queues the transaction's watch events on the watching
-// connections, then publishes the view that contains it. It runs on the FSM goroutine and never
-// blocks on a client.
-func (s *Server) onApply(zxid int64, r *znode.Result, view func() *znode.View) {
+// connections, then publishes the view v that contains it, and closes the connections of the
+// sessions it closed. It runs on the FSM goroutine and never blocks on a client.
+func (s *Server) onApply(zxid int64, r *znode.Result, v *znode.View) {
 	if len(r.Events) > 0 {
 		s.watches.fire(zxid, r.Events)
 	} else {
 		s.watches.advance(zxid)
 	}
-	if view != nil {
-		s.publish(view())
+	s.publish(v)
+	if len(r.Closed) > 0 {
+		s.sessionsClosed(r.Closed)
+	}
+}
+
+// sessionsClosed closes this server's connections of sessions that ended (expired, or closed
+// through another connection). A connection that sent closeSession itself is left to its
+// executor, which answers it and then closes.
+func (s *Server) sessionsClosed(ids []int64) {
+	var gone []*conn
+	s.mu.Lock()
+	for _, id := range ids {
+		if c := s.mu.sessions[id]; c != nil && !c.closingSession.Load() {
+			gone = append(gone, c)
+		}
+	}
+	s.mu.Unlock()
+	for _, c := range gone {
+		c.log.Debug("session ended; closing its connection")
+		c.abort(errSessionGone)
 	}
 }
 
@@ -267,6 +287,11 @@ func (s *Server) attach(c *conn) bool {
 		old.log.Debug("session moved to a new connection")
 		old.abort(errClosedByServer)
 	}
+	// The apply hook publishes a view before it closes the connections of the sessions the view
+	// no longer has; c is registered now, so either that hook finds it or this check does.
+	if _, ok := s.view().Session(c.session()); !ok {
+		c.abort(errSessionGone)
+	}
 	return true
 }
 
@@ -310,9 +335,10 @@ func (s *Server) connections() []*conn {
 	return out
 }
 
-// housekeeping closes connections whose session ended (expired or closed elsewhere) and, once
-// this server has not served for a tick (no leader), every client connection, so that clients
-// move to a healthy server, as a ZooKeeper follower that lost its leader does.
+// housekeeping closes, once this server has not served for a tick (no leader), every client
+// connection, so that clients move to a healthy server, as a ZooKeeper follower that lost its
+// leader does, and announces membership changes. (Connections of sessions that end are closed by
+// the apply hook: sessionsClosed.)
 func (s *Server) housekeeping() {
 	interval := max(s.cfg.TickTime/2, 10*time.Millisecond)
 	t := time.NewTicker(interval)
@@ -323,7 +349,7 @@ func (s *Server) housekeeping() {
 			return
 		case <-t.C:
 		}
-		if !s.backend.Serving() {
+		if !s.cons.Serving() {
 			s.servingChanged(false)
 			if since := s.notServingSince.Load(); since != 0 && time.Since(time.Unix(0, since)) >= s.cfg.TickTime {
 				s.dropClients("lost contact with the leader")
@@ -332,22 +358,6 @@ func (s *Server) housekeeping() {
 		}
 		s.servingChanged(true)
 		s.checkConfigChange()
-		v := s.view()
-		s.mu.Lock()
-		var gone []*conn
-		for sid, c := range s.mu.sessions {
-			if c.closingSession.Load() {
-				continue // its executor replies to closeSession, then closes it
-			}
-			if _, ok := v.Session(sid); !ok {
-				gone = append(gone, c)
-			}
-		}
-		s.mu.Unlock()
-		for _, c := range gone {
-			c.log.Debug("session ended; closing its connection")
-			c.abort(errSessionGone)
-		}
 	}
 }
 
@@ -372,7 +382,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		case <-ctx.Done():
 			s.shutErr = ctx.Err()
 		}
-		if err := s.stopBackend(); err != nil && s.shutErr == nil {
+		if err := s.cons.Shutdown(); err != nil && s.shutErr == nil {
 			s.shutErr = err
 		}
 		<-done
@@ -389,13 +399,13 @@ func (s *Server) Close() error {
 
 // Serving reports whether the server currently accepts clients: it is (or hears from) an
 // established leader and has caught up.
-func (s *Server) Serving() bool { return s.backend.Serving() }
+func (s *Server) Serving() bool { return s.cons.Serving() }
 
 // WaitServing blocks until the server serves clients or ctx ends.
 func (s *Server) WaitServing(ctx context.Context) error {
 	t := time.NewTicker(5 * time.Millisecond)
 	defer t.Stop()
-	for !s.backend.Serving() {
+	for !s.cons.Serving() {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("server: not serving: %w", ctx.Err())

@@ -97,7 +97,7 @@ func (s *Server) Stats() Stats {
 	st := Stats{
 		Version:             Version,
 		Mode:                s.mode(),
-		Serving:             s.backend.Serving(),
+		Serving:             s.cons.Serving(),
 		ServerID:            s.cfg.ServerID,
 		LastZxid:            v.Zxid(),
 		PacketsReceived:     s.stats.packetsReceived.Load(),
@@ -122,9 +122,7 @@ func (s *Server) Stats() Stats {
 		st.Connections++
 		st.Outstanding += int64(len(c.reqs))
 	}
-	if s.node != nil {
-		st.Snapshots = s.node.Stats().Snapshots
-	}
+	st.Snapshots = s.cons.Stats().Snapshots
 	if st.Mode == "leader" {
 		st.Followers = len(s.cfg.Peers) - 1
 		st.SyncedFollowers = st.Followers
@@ -137,7 +135,7 @@ func (s *Server) mode() string {
 	if len(s.members()) <= 1 {
 		return "standalone"
 	}
-	if s.backend.Leader() {
+	if s.cons.IsLeader() {
 		return "leader"
 	}
 	return "follower"

@@ -19,6 +19,7 @@ type applier struct {
 	zxid   int64
 	txn    *Txn
 	events []Event
+	closed []int64
 }
 
 // Apply applies txn as transaction zxid and publishes the new state. It must not be called
@@ -62,7 +63,7 @@ func (t *Tree) Apply(zxid int64, txn *Txn) Result {
 			a.v.sessions, _ = a.v.sessions.set(sess)
 		}
 	} else {
-		res.Events = a.events
+		res.Events, res.Closed = a.events, a.closed
 	}
 	nv := a.v
 	t.cur.Store(&nv)
@@ -176,6 +177,9 @@ type createResult struct {
 }
 
 func (a *applier) create(op jute.Op, path string, data []byte, acl []jute.ACL, mode jute.CreateMode, ttl int64, inMulti bool) (createResult, error) {
+	if a.txn.NoTTL && (op == jute.OpCreateTTL || (op != jute.OpCreateContainer && mode.TTL())) {
+		return createResult{}, jute.CodeUnimplemented
+	}
 	if !mode.Valid() {
 		return createResult{}, jute.CodeBadArguments
 	}

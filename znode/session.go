@@ -69,6 +69,7 @@ func (a *applier) closeSessions(ids []int64) {
 			return true
 		})
 		a.v.sessions, _ = a.v.sessions.delete(id)
+		a.closed = append(a.closed, id)
 	}
 }
 

@@ -29,6 +29,9 @@ type Txn struct {
 	// write is not ordered (internal transactions, and entries written before ordering existed).
 	Attach uint64
 	Seq    uint64
+	// NoTTL refuses TTL nodes (zoo.cfg extendedTypesEnabled=false on the server that took the
+	// write): creating one fails with Unimplemented, inside a multi too.
+	NoTTL bool
 }
 
 // CreateSession registers a new session. The leader chooses the id and password, and the token of
@@ -75,6 +78,9 @@ type Result struct {
 	Resp jute.Record
 	// Events are the watch triggers of the change, empty when it failed.
 	Events []Event
+	// Closed lists the sessions the transaction closed (closeSession, expiry), in the order
+	// closed: the servers end those sessions' connections.
+	Closed []int64
 }
 
 // Session is a row of the session table.
