@@ -84,6 +84,15 @@ func DialRaw(addr string, timeout time.Duration) (*Raw, error) {
 	return &Raw{nc: nc, br: bufio.NewReader(nc), timeout: timeout}, nil
 }
 
+// NewRaw wraps a connection that is already open (one end of a net.Pipe, say); timeout bounds
+// every later read and write (zero means 10 seconds).
+func NewRaw(nc net.Conn, timeout time.Duration) *Raw {
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	return &Raw{nc: nc, br: bufio.NewReader(nc), timeout: timeout}
+}
+
 // Close closes the connection.
 func (r *Raw) Close() error { return r.nc.Close() }
 
@@ -279,6 +288,9 @@ func (r *Raw) ReadUntilClosed(within time.Duration) ([]Reply, error) {
 	var got []Reply
 	for {
 		if err := r.nc.SetReadDeadline(deadline); err != nil {
+			if errors.Is(err, io.ErrClosedPipe) {
+				return got, nil // a pipe the server closed
+			}
 			return got, fmt.Errorf("conformance: set deadline: %w", err)
 		}
 		var lb [4]byte
@@ -332,7 +344,8 @@ func closedOrStillOpen(err error) error {
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		return ErrStillOpen
 	}
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) || isReset(err) {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
+		errors.Is(err, io.ErrClosedPipe) || isReset(err) {
 		return nil
 	}
 	return fmt.Errorf("conformance: read: %w", err)

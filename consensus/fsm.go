@@ -167,7 +167,7 @@ func (f *fsm) applyTxn(zxid int64, c *command) *znode.Result {
 	if f.sessions != nil && r.Err == nil {
 		switch q := req.(type) {
 		case *znode.CreateSession:
-			f.sessions.created(q.ID, q.Timeout)
+			f.sessions.created(q.ID, q.Timeout, time.Now())
 		case *znode.CloseSessions:
 			f.sessions.closed(q.IDs)
 		case nil:
@@ -210,7 +210,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	zxid := t.LastZxid()
 	f.lastZxid.Store(zxid)
 	if f.sessions != nil {
-		f.sessions.restored(t.View().Sessions())
+		f.sessions.restored(t.View().Sessions(), time.Now())
 	}
 	f.applied.trigger(zxid)
 	f.log.Info("restored snapshot", "zxid", zxid)

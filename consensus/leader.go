@@ -61,7 +61,7 @@ func (n *Node) establish(epoch int64) {
 			err = errors.New("consensus: term changed during the barrier")
 		}
 		if err == nil {
-			n.sessions.reset(n.View().Sessions())
+			n.sessions.reset(n.View().Sessions(), time.Now())
 			if n.leaderEpoch.Load() == epoch {
 				// Ready for this term only: the barrier committed in it, so from now on the
 				// commit index covers everything committed by earlier leaders.

@@ -2,6 +2,7 @@ package consensus
 
 import (
 	"testing"
+	"time"
 
 	"github.com/zkd-io/zkd/znode"
 )
@@ -11,7 +12,7 @@ import (
 // refused, and a new leader (reset) or the session's close forgets the owner.
 func TestSessionOwnership(t *testing.T) {
 	tr := newSessionTracker()
-	tr.created(7, 10000)
+	tr.created(7, 10000, time.Unix(0, 0))
 	tr.claim(7, "a")
 	if !tr.owns(7, "a") {
 		t.Fatal("owner a refused")
@@ -29,7 +30,7 @@ func TestSessionOwnership(t *testing.T) {
 	if !tr.owns(8, "c") || tr.owns(8, "a") {
 		t.Fatal("an unowned session must go to the first server that writes for it, and stay there")
 	}
-	tr.reset([]znode.Session{{ID: 7, Timeout: 10000}})
+	tr.reset([]znode.Session{{ID: 7, Timeout: 10000}}, time.Unix(0, 0))
 	if !tr.owns(7, "a") {
 		t.Fatal("a new leader must not refuse writes from an owner it has not learned")
 	}

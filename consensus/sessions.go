@@ -8,10 +8,11 @@ import (
 	"github.com/zkd-io/zkd/znode"
 )
 
-// sessionTracker holds session liveness: a deadline per session. It is fed on every node by the
-// FSM (sessions created and closed) and by touches, but only the leader's copy matters: only the
-// leader expires sessions, and a new leader starts every session with a full timeout. Nothing here
-// is replicated or logged.
+// sessionTracker holds session liveness: a deadline per session. It has no clock of its own:
+// every method that needs the time is given it, so tests drive it with any times they like. It
+// is fed on every node by the FSM (sessions created and closed) and by touches, but only the
+// leader's copy matters: only the leader expires sessions, and a new leader starts every session
+// with a full timeout. Nothing here is replicated or logged.
 //
 // The leader also records which server each session is attached to (its owner), as ZooKeeper's
 // leader does: a session that reattaches on another server moves there, and a write that still
@@ -42,12 +43,12 @@ func newSessionTracker() *sessionTracker {
 func msDuration(ms int32) time.Duration { return time.Duration(ms) * time.Millisecond }
 
 // created records a session the FSM just created, with a full timeout from now.
-func (t *sessionTracker) created(id int64, timeoutMs int32) {
+func (t *sessionTracker) created(id int64, timeoutMs int32, now time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if _, ok := t.mu.sessions[id]; !ok {
 		d := msDuration(timeoutMs)
-		t.mu.sessions[id] = &liveness{timeout: d, deadline: time.Now().Add(d)}
+		t.mu.sessions[id] = &liveness{timeout: d, deadline: now.Add(d)}
 	}
 }
 
@@ -62,12 +63,11 @@ func (t *sessionTracker) closed(ids []int64) {
 }
 
 // restored replaces the table with the sessions of a restored snapshot.
-func (t *sessionTracker) restored(sessions []znode.Session) { t.reset(sessions) }
+func (t *sessionTracker) restored(sessions []znode.Session, now time.Time) { t.reset(sessions, now) }
 
 // reset gives every listed session a full timeout from now and forgets any other. A new leader
 // calls it once its FSM has caught up, as ZooKeeper's new leader does.
-func (t *sessionTracker) reset(sessions []znode.Session) {
-	now := time.Now()
+func (t *sessionTracker) reset(sessions []znode.Session, now time.Time) {
 	m := make(map[int64]*liveness, len(sessions))
 	for _, s := range sessions {
 		d := msDuration(s.Timeout)

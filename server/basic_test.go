@@ -30,7 +30,7 @@ func connect(t *testing.T, addrs ...string) (*zk.Conn, <-chan zk.Event) {
 }
 
 func TestCRUD(t *testing.T) {
-	s := zkdtest.Start(t)
+	s := zkdtest.Start(t, zkdtest.WithoutRaft())
 	c, _ := connect(t, s.Addr())
 	acl := zk.WorldACL(zk.PermAll)
 	p, err := c.Create("/a", []byte("one"), 0, acl)

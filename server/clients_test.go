@@ -47,7 +47,7 @@ func runClient(t *testing.T, timeout time.Duration, stdin string, name string, a
 
 func smokeTargets(t *testing.T) map[string]string {
 	return map[string]string{
-		"standalone": zkdtest.Start(t).Addr(),
+		"standalone": zkdtest.Start(t, zkdtest.WithoutRaft()).Addr(),
 		"cluster":    strings.Join(zkdtest.StartCluster(t, 3).Addrs(), ","),
 	}
 }

@@ -109,6 +109,11 @@ type Config struct {
 	// its ID, Dir, Peers, listener, logger, TickTime and callbacks; every other zero value
 	// means that package's default.
 	Consensus consensus.Config
+	// WithoutRaft runs the server on consensus.Memory, the in-memory twin of the consensus node:
+	// the same entries, apply path and session rules with no Raft, no peers and no disk, each
+	// write applied as it is started. It is for tests, which it makes fast and free of Raft's
+	// timing. Dir, Peers and Join must be unset. False means a consensus.Node, as always.
+	WithoutRaft bool
 }
 
 // DefaultFourLetterWords returns the four-letter words enabled when Config.FourLetterWords is
@@ -193,6 +198,9 @@ func (c Config) Validate() error {
 	}
 	if c.SuperDigest != "" && !strings.HasPrefix(c.SuperDigest, "super:") {
 		return errors.New(`server: config: SuperDigest must look like "super:<base64 sha1>"`)
+	}
+	if c.WithoutRaft && (c.Dir != "" || len(c.Peers) > 0 || c.Join) {
+		return errors.New("server: config: WithoutRaft takes no Dir, Peers or Join")
 	}
 	if len(c.Peers) > 0 {
 		if c.ServerID <= 0 {

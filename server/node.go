@@ -7,6 +7,14 @@ import (
 	"github.com/zkd-io/zkd/consensus"
 )
 
+// openMemory starts the in-memory twin of the consensus node for s (Config.WithoutRaft).
+func openMemory(s *Server) (Consensus, error) {
+	return consensus.NewMemory(consensus.MemoryConfig{
+		TickTime: s.cfg.TickTime, Logger: s.log,
+		OnApply: s.onApply, OnRestore: s.onRestore, OnServing: s.servingChanged,
+	}), nil
+}
+
 // openConsensus starts the consensus node for s (a standalone server is a one-voter cluster),
 // wired to the server's apply, restore and serving hooks.
 func openConsensus(s *Server) (Consensus, error) {

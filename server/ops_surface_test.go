@@ -27,7 +27,7 @@ func word(t *testing.T, addr, w string) string {
 }
 
 func TestFourLetterWords(t *testing.T) {
-	s := zkdtest.Start(t)
+	s := zkdtest.Start(t, zkdtest.WithoutRaft())
 	c, _ := connect(t, s.Addr())
 	if _, _, _, err := c.GetW("/zookeeper"); err != nil {
 		t.Fatal(err)
@@ -72,14 +72,14 @@ func TestFourLetterWords(t *testing.T) {
 }
 
 func TestFourLetterWordWhitelist(t *testing.T) {
-	s := zkdtest.Start(t, zkdtest.WithConfig(func(c *server.Config) { c.FourLetterWords = nil }))
+	s := zkdtest.Start(t, zkdtest.WithoutRaft(), zkdtest.WithConfig(func(c *server.Config) { c.FourLetterWords = nil }))
 	if got := word(t, s.Addr(), "ruok"); got != "imok" {
 		t.Errorf("ruok with the default list = %q", got)
 	}
 	if got := word(t, s.Addr(), "crst"); got != "crst is not executed because it is not in the whitelist.\n" {
 		t.Errorf("crst with the default list = %q", got)
 	}
-	s2 := zkdtest.Start(t, zkdtest.WithConfig(func(c *server.Config) { c.FourLetterWords = []string{"ruok"} }))
+	s2 := zkdtest.Start(t, zkdtest.WithoutRaft(), zkdtest.WithConfig(func(c *server.Config) { c.FourLetterWords = []string{"ruok"} }))
 	if got := word(t, s2.Addr(), "mntr"); !strings.Contains(got, "not in the whitelist") {
 		t.Errorf("mntr not whitelisted = %q", got)
 	}
@@ -93,7 +93,7 @@ func TestAdminHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := zkdtest.Start(t, zkdtest.WithConfig(func(c *server.Config) { c.AdminListener = ln }))
+	s := zkdtest.Start(t, zkdtest.WithoutRaft(), zkdtest.WithConfig(func(c *server.Config) { c.AdminListener = ln }))
 	base := "http://" + s.AdminAddr()
 	get := func(path string) (int, string) {
 		t.Helper()
@@ -127,7 +127,7 @@ func TestAdminHTTP(t *testing.T) {
 }
 
 func TestSessionExpiryDeletesEphemerals(t *testing.T) {
-	s := zkdtest.Start(t)
+	s := zkdtest.Start(t, zkdtest.WithoutRaft())
 	r := dialRaw(t, s.Addr())
 	if err := r.NewSession(400); err != nil {
 		t.Fatal(err)

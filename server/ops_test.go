@@ -10,7 +10,7 @@ import (
 )
 
 func TestSuperDigestPassesACLs(t *testing.T) {
-	s := zkdtest.Start(t, zkdtest.WithConfig(func(c *server.Config) { c.SuperDigest = superDigest }))
+	s := zkdtest.Start(t, zkdtest.WithoutRaft(), zkdtest.WithConfig(func(c *server.Config) { c.SuperDigest = superDigest }))
 	owner := rawSession(t, s.Addr())
 	if _, err := owner.Do(jute.OpAuth, &jute.AuthPacket{Scheme: "digest", Auth: []byte("bob:pw")}, nil); err != nil {
 		t.Fatal(err)
@@ -47,7 +47,7 @@ func TestSuperDigestPassesACLs(t *testing.T) {
 }
 
 func TestTTLNeedsExtendedTypes(t *testing.T) {
-	off := zkdtest.Start(t, zkdtest.WithConfig(func(c *server.Config) { c.ExtendedTypesEnabled = false }))
+	off := zkdtest.Start(t, zkdtest.WithoutRaft(), zkdtest.WithConfig(func(c *server.Config) { c.ExtendedTypesEnabled = false }))
 	r := rawSession(t, off.Addr())
 	ttl := &jute.CreateTTLRequest{Path: "/ttl", ACL: openACL, Flags: jute.ModePersistentWithTTL, TTL: 1000}
 	if _, err := r.Do(jute.OpCreateTTL, ttl, &jute.Create2Response{}); err != jute.CodeUnimplemented {
@@ -64,7 +64,7 @@ func TestTTLNeedsExtendedTypes(t *testing.T) {
 	if len(mr.Results) != 2 || mr.Results[0].Err != 0 || mr.Results[1].Err != jute.CodeUnimplemented || mr.Results[0].Type != jute.OpError {
 		t.Errorf("multi with a TTL create: %+v", mr.Results)
 	}
-	on := zkdtest.Start(t)
+	on := zkdtest.Start(t, zkdtest.WithoutRaft())
 	r = rawSession(t, on.Addr())
 	var cr jute.Create2Response
 	if _, err := r.Do(jute.OpCreateTTL, ttl, &cr); err != nil || cr.Path != "/ttl" || cr.Stat.EphemeralOwner != 0 {
@@ -73,7 +73,7 @@ func TestTTLNeedsExtendedTypes(t *testing.T) {
 }
 
 func TestMultiReadAndCounts(t *testing.T) {
-	s := zkdtest.Start(t)
+	s := zkdtest.Start(t, zkdtest.WithoutRaft())
 	r := rawSession(t, s.Addr())
 	mustCreate(t, r, "/mr", openACL, 0)
 	mustCreate(t, r, "/mr/a", openACL, 0)

@@ -69,7 +69,11 @@ func Start(cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return start(cfg.withDefaults(), openConsensus)
+	cfg = cfg.withDefaults()
+	if cfg.WithoutRaft {
+		return start(cfg, openMemory)
+	}
+	return start(cfg, openConsensus)
 }
 
 // start runs a server on the consensus that open returns for it (tests open a consensus.Memory).

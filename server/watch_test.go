@@ -21,7 +21,7 @@ func mustCreate(t *testing.T, r interface {
 
 // A client that watches /w and then writes it gets the event before its own write's reply.
 func TestEventBeforeOwnReply(t *testing.T) {
-	s := zkdtest.Start(t)
+	s := zkdtest.Start(t, zkdtest.WithoutRaft())
 	r := rawSession(t, s.Addr())
 	mustCreate(t, r, "/w", openACL, 0)
 	if _, err := r.Do(jute.OpGetData, &jute.GetDataRequest{Path: "/w", Watch: true}, &jute.GetDataResponse{}); err != nil {
@@ -54,7 +54,7 @@ func TestEventBeforeOwnReply(t *testing.T) {
 // A data and a child watch on one deleted node give one NodeDeleted, plus the parent's
 // NodeChildrenChanged.
 func TestOneEventPerTrigger(t *testing.T) {
-	s := zkdtest.Start(t)
+	s := zkdtest.Start(t, zkdtest.WithoutRaft())
 	r := rawSession(t, s.Addr())
 	mustCreate(t, r, "/p", openACL, 0)
 	mustCreate(t, r, "/p/c", openACL, 0)
@@ -86,7 +86,7 @@ func TestOneEventPerTrigger(t *testing.T) {
 }
 
 func TestPersistentWatches(t *testing.T) {
-	s := zkdtest.Start(t)
+	s := zkdtest.Start(t, zkdtest.WithoutRaft())
 	r := rawSession(t, s.Addr())
 	var er jute.ErrorResponse
 	rep, err := r.Call(jute.OpAddWatch, &jute.AddWatchRequest{Path: "/r", Mode: jute.AddWatchPersistentRecursive})
@@ -151,7 +151,7 @@ func TestPersistentWatches(t *testing.T) {
 
 // Events are dropped for connections without READ on the node.
 func TestWatchACLFilter(t *testing.T) {
-	s := zkdtest.Start(t)
+	s := zkdtest.Start(t, zkdtest.WithoutRaft())
 	owner := rawSession(t, s.Addr())
 	if _, err := owner.Do(jute.OpAuth, &jute.AuthPacket{Scheme: "digest", Auth: []byte("bob:pw")}, nil); err != nil {
 		t.Fatal(err)
@@ -180,7 +180,7 @@ func TestWatchACLFilter(t *testing.T) {
 
 // go-zookeeper re-registers watches with setWatches after it moves to another connection.
 func TestWatchSurvivesReconnect(t *testing.T) {
-	s := zkdtest.Start(t)
+	s := zkdtest.Start(t, zkdtest.WithoutRaft())
 	c, _ := connect(t, s.Addr())
 	if _, err := c.Create("/rw", nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
 		t.Fatal(err)

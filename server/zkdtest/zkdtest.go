@@ -26,6 +26,11 @@ func WithConfig(fn func(*server.Config)) Option { return Option(fn) }
 // WithDir makes the server durable in dir instead of in memory.
 func WithDir(dir string) Option { return func(c *server.Config) { c.Dir = dir } }
 
+// WithoutRaft runs the server on the in-memory twin of the consensus node (server.Config
+// WithoutRaft): no Raft, so it starts at once and its writes apply as they arrive. For tests of
+// client-facing behaviour that do not need replication or durability.
+func WithoutRaft() Option { return func(c *server.Config) { c.WithoutRaft = true } }
+
 // WithLogs sends the server's logs to the test's output.
 func WithLogs(t testing.TB) Option {
 	return func(c *server.Config) { c.Logger = slog.New(slog.NewTextHandler(t.Output(), nil)) }

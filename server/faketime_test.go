@@ -1,0 +1,127 @@
+package server_test
+
+import (
+	"context"
+	"net"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/zkd-io/zkd/conformance"
+	"github.com/zkd-io/zkd/jute"
+	"github.com/zkd-io/zkd/server"
+)
+
+// pipeListener hands out net.Pipe connections: inside a testing/synctest bubble, a server on it
+// and its clients block only on the bubble's channels and timers, so the bubble's clock runs.
+type pipeListener struct {
+	conns chan net.Conn
+	done  chan struct{}
+	once  sync.Once
+}
+
+func newPipeListener() *pipeListener {
+	return &pipeListener{conns: make(chan net.Conn), done: make(chan struct{})}
+}
+
+func (l *pipeListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *pipeListener) Close() error   { l.once.Do(func() { close(l.done) }); return nil }
+func (l *pipeListener) Addr() net.Addr { return pipeAddr{} }
+
+// dial connects a client: it returns the client's end once the server accepted the other.
+func (l *pipeListener) dial(t *testing.T) *conformance.Raw {
+	t.Helper()
+	srv, cli := net.Pipe()
+	select {
+	case l.conns <- srv:
+	case <-l.done:
+		t.Fatal("dial: listener closed")
+	}
+	r := conformance.NewRaw(cli, 30*time.Second)
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+type pipeAddr struct{}
+
+func (pipeAddr) Network() string { return "pipe" }
+func (pipeAddr) String() string  { return "pipe" }
+
+// startFake starts a server without Raft on a pipe listener, in the calling synctest bubble.
+func startFake(t *testing.T, tweak func(*server.Config)) *pipeListener {
+	t.Helper()
+	ln := newPipeListener()
+	cfg := server.Config{Listener: ln, WithoutRaft: true, TickTime: 2 * time.Second, MaxSessionTimeout: time.Minute}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	s, err := server.Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = s.Shutdown(ctx)
+	})
+	return ln
+}
+
+// A session lives as long as its client pings, and once the client falls silent it ends after its
+// timeout, to the tick: the server closes the connection, the session's ephemeral is deleted and a
+// watcher is told. The clock is testing/synctest's, so the minute this takes costs no real time.
+func TestSilentSessionExpiresOnTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ln := startFake(t, nil)
+		owner := ln.dial(t)
+		if err := owner.NewSession(6000); err != nil {
+			t.Fatal(err)
+		}
+		if owner.Session.TimeOut != 6000 {
+			t.Fatalf("negotiated %dms; want 6000", owner.Session.TimeOut)
+		}
+		mustCreate(t, owner, "/e", openACL, jute.ModeEphemeral)
+		watcher := ln.dial(t)
+		if err := watcher.NewSession(60000); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := watcher.Do(jute.OpExists, &jute.ExistsRequest{Path: "/e", Watch: true}, &jute.ExistsResponse{}); err != nil {
+			t.Fatal(err)
+		}
+		// Pinged every 2s for 30s: alive.
+		for range 15 {
+			time.Sleep(2 * time.Second)
+			if err := owner.Send(jute.XidPing, jute.OpPing, nil); err != nil {
+				t.Fatal(err)
+			}
+			if rep, err := owner.ReadReply(); err != nil || rep.Header.Xid != jute.XidPing {
+				t.Fatalf("ping at %v: %+v, %v", time.Now(), rep.Header, err)
+			}
+		}
+		silentSince := time.Now()
+		// Silent: the watcher hears of the deletion after the timeout, and not before.
+		ev, _, err := watcher.WaitEvent()
+		if err != nil {
+			t.Fatal(err)
+		}
+		after := time.Since(silentSince)
+		if ev.Type != jute.EventNodeDeleted || ev.Path != "/e" {
+			t.Fatalf("event %+v; want NodeDeleted /e", ev)
+		}
+		if after < 6*time.Second || after > 6*time.Second+2*time.Second {
+			t.Fatalf("session ended %v after its client fell silent; want its 6s timeout, within a tick", after)
+		}
+		if err := owner.ExpectClosed(time.Second); err != nil {
+			t.Fatalf("the silent client's connection: %v; want closed", err)
+		}
+	})
+}
