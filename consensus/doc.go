@@ -20,23 +20,39 @@
 //     first byte of every peer connection is 0x01 (Raft's NetworkTransport) or 0x02 (the cluster
 //     RPC: forwarded writes, read index, touches, session validation, membership). Config.Network
 //     dials peers; tests plug internal/raftnet in to cut and slow links under both.
-//   - Writes: Propose(ctx, Proposal{Session, Auth, Op, Body}) with the client's jute-encoded
-//     request body. The leader stamps its wall-clock time into the entry; a follower forwards the
-//     proposal to the leader over the cluster RPC. Propose returns the znode.Result (Result.Err
-//     carries ZooKeeper's error code for a failed write, which still got a zxid) only after THIS
-//     node's FSM applied the entry, so the session reads its own write and watch events, queued
-//     by the apply hook, precede the reply. To pipeline one session's writes call Start in request
-//     order and Pending.Wait afterwards: consecutive Starts of one session get increasing zxids.
+//   - Writes: Propose(ctx, Proposal{Session, Auth, Attach, Seq, Op, Body}) with the request body
+//     exactly as the client sent it. Start marshals the log entry once (copying the body); the
+//     leader only writes its wall-clock time into it, and a follower forwards the entry's bytes
+//     to the leader over the cluster RPC. The body is decoded once, when the entry is applied: a
+//     body that does not decode is a failed write (MarshallingError), as in ZooKeeper. Propose
+//     returns the znode.Result (Result.Err carries ZooKeeper's error code for a failed write,
+//     which still got a zxid) only after THIS node's FSM applied the entry, so the session reads
+//     its own write and watch events, queued by the apply hook, precede the reply. To pipeline one
+//     session's writes call Start in request order and Pending.Wait afterwards: consecutive
+//     Starts of one session get increasing zxids.
+//   - One record per write: the Pending that Start returns is registered before the entry is
+//     submitted and completed exactly once (finish) by whichever learns the outcome first: this
+//     node's FSM applying it (deliver), the leader's reply to a forward (a callback on the RPC
+//     client's reader), the raft future of a write proposed here and not applied within 100ms
+//     (runWatcher), a snapshot install that skipped it, or Shutdown.
 //   - Errors: ErrNoLeader (nothing was proposed; no leader within HoldTimeout), ErrBadRequest
-//     (nothing proposed), ErrUnknownOutcome (proposed; it may or may not commit: the server
-//     reports connection loss), ErrShutdown. Start retries, with jitter, only while nothing can
-//     have been proposed. At most Config.MaxOutstanding proposals per node are outstanding; Start
-//     blocks beyond that.
-//   - Apply hook: Config.OnApply(zxid, *znode.Result, *znode.View) runs on every node, for every transaction,
-//     in zxid order, on the FSM goroutine, before the proposer's Propose returns. It must not
-//     block for long (it delays every later apply); queue, do not deliver, there.
+//     (not a write, or too large; nothing proposed), ErrUnknownOutcome (proposed; it may or may
+//     not commit: the server reports connection loss), ErrSessionMoved, ErrShutdown. Start retries,
+//     with jitter, only while nothing can have been proposed. At most Config.MaxOutstanding
+//     proposals per node are outstanding; Start blocks beyond that.
+//   - Acting through the leader: writes, read index, session validation and membership changes
+//     all go through onLeader (run here when leading, else a typed cluster-RPC message to the
+//     leader; retried with one jitter source while nothing was done).
+//   - Apply hook: Config.OnApply(zxid, *znode.Result, *znode.View) runs on every node, for every
+//     transaction, in zxid order, on the FSM goroutine, before the proposer's Propose returns,
+//     with the view that holds the transaction; Result.Closed lists the sessions it closed. It
+//     must not block for long (it delays every later apply); queue, do not deliver, there.
 //     Config.OnRestore tells the server that a snapshot replaced the tree (close client
 //     connections: their watches may have missed events).
+//   - Memory is Node's in-memory twin (as raft.InmemTransport is the network transport's): the
+//     same entries, FSM, hooks and session rules without Raft, network or disk, each write applied
+//     inside Start. Its session deadlines run on time.Now and tickers, so tests in a
+//     testing/synctest bubble control them.
 //   - Reads: View() is the current immutable znode.View (O(1)); take the reply zxid from the same
 //     view. LastZxid() is the last applied zxid. Sync(ctx) is ZooKeeper's sync: a read index from
 //     the leader (note its commit index, confirm leadership with a heartbeat round, round down to
@@ -130,8 +146,8 @@
 // channel, verify futures), so waits on raft futures go through Node.waitFuture, whose helper
 // goroutine may stay parked on such a dead future after Shutdown (it holds nothing).
 //
-// Proposals submitted here as leader are settled (slot freed, Pending done) by one goroutine,
-// runSettler, as the FSM applies them, not by a goroutine per write waiting on its future: that
-// cost about a fifth of the server's CPU on a standalone write load. A proposal still unapplied
-// after 100ms goes, with those queued behind it, to a goroutine of its own that reads the future.
+// Writes proposed here as leader complete when the FSM applies them; one goroutine, runWatcher,
+// sees them go by, instead of a goroutine per write waiting on its raft future (that cost about a
+// fifth of the server's CPU on a standalone write load). A write still unapplied after 100ms gets,
+// with those queued behind it, a goroutine of its own that reads its future.
 package consensus
