@@ -40,10 +40,12 @@ const (
 	cmdIgnorable byte = 0x80
 	cmdVersion   byte = 2
 	cmdVersion1  byte = 1 // before attachments; read only
-
-	cmdNoTTL      int32 = 1 // flags: refuse TTL nodes
-	cmdHeaderSize       = 18
 )
+
+const cmdHeaderSize = 18
+
+// cmdNoTTL is the flag that refuses TTL nodes (extendedTypesEnabled=false).
+const cmdNoTTL int32 = 1
 
 // errBadCommand marks an entry or proposal that does not decode.
 var errBadCommand = errors.New("consensus: malformed command")
