@@ -135,6 +135,22 @@ func TestLimits(t *testing.T) {
 			e.seen("create without a body: code %d, closed %v", code, closed)
 			e.stillServing()
 		}},
+		{"undecodable_write_fails_MarshallingError_at_its_own_zxid", func(t *testing.T, e *env) {
+			// ZooKeeper makes a failed transaction of a write whose body does not decode: it is
+			// answered MarshallingError with a zxid of its own, and the connection goes on.
+			r := e.raw()
+			before, err := r.Call(jute.OpExists, &jute.ExistsRequest{Path: e.base})
+			must(t, "exists", err)
+			body := []byte{0, 0, 0, 9, 'x'} // a path of 9 bytes with 1 present
+			must(t, "write", r.WriteBytes(rawFrame(9, jute.OpCreate, body)))
+			rep, err := r.ReadReplyFor(9)
+			must(t, "read reply", err)
+			if rep.Header.Err != jute.CodeMarshallingError || rep.Header.Zxid <= before.Header.Zxid {
+				t.Fatalf("undecodable create: %+v (zxid before %d); want MarshallingError at a new zxid", rep.Header, before.Header.Zxid)
+			}
+			_, err = r.Do(jute.OpExists, &jute.ExistsRequest{Path: e.base}, &jute.ExistsResponse{})
+			must(t, "exists on the same connection", err)
+		}},
 		{"string_length_beyond_the_frame_fails_or_closes", func(t *testing.T, e *env) {
 			r := e.raw()
 			body := binary.BigEndian.AppendUint32(nil, 900000)
