@@ -1,6 +1,6 @@
 module github.com/zkd-io/zkd
 
-go 1.26.8
+go 1.26
 
 require (
 	github.com/anishathalye/porcupine v1.3.1
