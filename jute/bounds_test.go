@@ -306,3 +306,22 @@ func TestAliasDecoderBuffers(t *testing.T) {
 		t.Fatal("copying decoder aliased the buffer")
 	}
 }
+
+// PeekRequestHeader reads the same header DecodeRequest does, hands back the body's bytes
+// untouched, and refuses a frame too short for a header, without panicking.
+func TestPeekRequestHeader(t *testing.T) {
+	e := NewEncoder(nil)
+	(&RequestHeader{Xid: -7, Type: OpSetData}).Encode(e)
+	(&SetDataRequest{Path: "/a", Data: []byte("x"), Version: 3}).Encode(e)
+	frame := e.Bytes()
+	h, body, err := PeekRequestHeader(frame)
+	want, _, _ := DecodeRequest(frame, 0)
+	if err != nil || h != want || &body[0] != &frame[8] || len(body) != len(frame)-8 {
+		t.Fatalf("PeekRequestHeader = %+v, %d bytes, %v; want %+v and the frame's body", h, len(body), err, want)
+	}
+	for n := range 8 {
+		if _, _, err := PeekRequestHeader(frame[:n]); err == nil {
+			t.Fatalf("a %d-byte frame gave a header", n)
+		}
+	}
+}

@@ -1,8 +1,10 @@
 package jute
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 )
 
 // RequestHasBody reports whether a request of type op carries a record after its header.
@@ -61,13 +63,11 @@ func DecodeRequest(frame []byte, maxLen int) (RequestHeader, Record, error) {
 // returns the bytes after it: the body as the client sent it, for a server that passes write
 // bodies on undecoded (they are decoded once, where they are applied).
 func PeekRequestHeader(frame []byte) (RequestHeader, []byte, error) {
-	d := NewAliasDecoder(frame, 0)
-	var h RequestHeader
-	h.Decode(d)
-	if err := d.Err(); err != nil {
-		return h, nil, fmt.Errorf("jute: request header: %w", err)
+	if len(frame) < 8 {
+		return RequestHeader{}, nil, fmt.Errorf("jute: request header: %d bytes: %w", len(frame), io.ErrUnexpectedEOF)
 	}
-	return h, d.Rest(), nil
+	h := RequestHeader{Xid: int32(binary.BigEndian.Uint32(frame)), Type: Op(int32(binary.BigEndian.Uint32(frame[4:])))}
+	return h, frame[8:], nil
 }
 
 // PeekReplyHeader decodes only the ReplyHeader at the start of a reply frame's payload, so that a

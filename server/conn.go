@@ -40,6 +40,7 @@ type conn struct {
 	// touches writeSeq.
 	attach   uint64
 	writeSeq uint64
+	touched  [1]int64 // the reader's argument to Consensus.Touch
 	auth     atomic.Pointer[[]jute.Id]
 	closed   atomic.Bool
 	// closingSession is set once the client sent closeSession: the executor answers it and

@@ -111,7 +111,8 @@ func (c *conn) accept(r *request) bool {
 		c.stats.lastCxid.Store(int64(hdr.Xid))
 	}
 	sid := c.session()
-	s.cons.Touch(sid)
+	c.touched[0] = sid
+	s.cons.Touch(c.touched[:]...) // a slice of the conn: a variadic call through the interface would allocate one per request
 	if hdr.Type != jute.OpPing && hdr.Type != jute.OpAuth && hdr.Type != jute.OpSetWatches && hdr.Type != jute.OpSetWatches2 {
 		// A request on a session that expired or closed gets no reply: the socket closes.
 		if _, ok := s.view().Session(sid); !ok {
