@@ -2,6 +2,7 @@ package consensus
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log"
 	"log/slog"
@@ -16,7 +17,14 @@ type hclogBridge struct {
 	log  *slog.Logger
 	name string
 	args []any
+	// alone is set for a node bootstrapped as the only voter: raft's warning that no leader was
+	// heard from before its first election is what every start of a standalone server does, so
+	// it is logged at info level.
+	alone bool
 }
+
+// electionStart is raft's message when a follower's heartbeat timeout passes.
+const electionStart = "heartbeat timeout reached, starting election"
 
 var _ hclog.Logger = (*hclogBridge)(nil)
 
@@ -40,6 +48,17 @@ func slogLevel(l hclog.Level) slog.Level {
 }
 
 func (b *hclogBridge) Log(level hclog.Level, msg string, args ...any) {
+	if level == hclog.Warn && b.alone && msg == electionStart {
+		level = hclog.Info
+	}
+	for i, a := range args {
+		// hclog.Fmt values are a format and its arguments, rendered by hclog's own writer.
+		if f, ok := a.(hclog.Format); ok && len(f) > 0 {
+			if format, ok := f[0].(string); ok {
+				args[i] = fmt.Sprintf(format, f[1:]...)
+			}
+		}
+	}
 	b.log.Log(context.Background(), slogLevel(level), msg, args...)
 }
 func (b *hclogBridge) Trace(msg string, args ...any) { b.Log(hclog.Trace, msg, args...) }
@@ -60,7 +79,7 @@ func (b *hclogBridge) IsError() bool { return b.enabled(hclog.Error) }
 func (b *hclogBridge) ImpliedArgs() []any { return b.args }
 
 func (b *hclogBridge) With(args ...any) hclog.Logger {
-	return &hclogBridge{log: b.log.With(args...), name: b.name, args: append(append([]any(nil), b.args...), args...)}
+	return &hclogBridge{log: b.log.With(args...), name: b.name, args: append(append([]any(nil), b.args...), args...), alone: b.alone}
 }
 
 func (b *hclogBridge) Name() string { return b.name }
@@ -70,11 +89,11 @@ func (b *hclogBridge) Named(name string) hclog.Logger {
 	if b.name != "" {
 		full = b.name + "." + name
 	}
-	return &hclogBridge{log: b.log.With("logger", full), name: full, args: b.args}
+	return &hclogBridge{log: b.log.With("logger", full), name: full, args: b.args, alone: b.alone}
 }
 
 func (b *hclogBridge) ResetNamed(name string) hclog.Logger {
-	return &hclogBridge{log: b.log.With("logger", name), name: name, args: b.args}
+	return &hclogBridge{log: b.log.With("logger", name), name: name, args: b.args, alone: b.alone}
 }
 
 // SetLevel is ignored: the slog handler decides what is written.

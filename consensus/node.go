@@ -188,6 +188,7 @@ func (n *Node) open() error {
 	n.ln = ln
 	n.self = selfAddr(ln.Addr())
 	hl := newHclog(cfg.Logger.With("node", cfg.ID), "raft")
+	hl.(*hclogBridge).alone = len(cfg.Peers) == 0 && !cfg.NoBootstrap
 
 	var (
 		logs   raft.LogStore

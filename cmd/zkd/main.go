@@ -7,7 +7,7 @@
 //	zkd -config zoo.cfg -join  a new member that waits until a reconfig adds it
 //	zkd version              print the version
 //
-// SIGINT and SIGTERM stop it gracefully.
+// SIGINT, SIGTERM and SIGHUP stop it gracefully.
 package main
 
 import (
@@ -140,7 +140,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer func() { stopTrim(); <-trimDone }()
 
 	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	// SIGHUP (a closed terminal, or an operator's reload habit) stops it gracefully too: by
+	// default it would end the process on the spot.
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sig)
 	s := <-sig
 	log.Info("shutting down", "signal", s.String())

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -187,3 +188,37 @@ func TestKill9LosesNoAcknowledgedWrite(t *testing.T) {
 type quietLogger struct{}
 
 func (quietLogger) Printf(string, ...any) {}
+
+// SIGHUP stops zkd the way SIGTERM does: a graceful shutdown with exit status 0 and nothing
+// acknowledged lost, where Go's default would end the process on the spot.
+func TestSIGHUPShutsDownGracefully(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	dir := t.TempDir()
+	addr := freePort(t)
+	args := []string{"-data", dir, "-addr", addr, "-admin", "off"}
+	p := startZkd(t, args...)
+	waitRuok(t, addr, p)
+	c := connectZk(t, addr)
+	if _, err := c.Create("/kept", []byte("x"), 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Wait(); err != nil {
+		t.Fatalf("zkd after SIGHUP: %v; output:\n%s", err, p.out.String())
+	}
+	if out := p.out.String(); !strings.Contains(out, `msg="shutting down" signal=hangup`) || !strings.Contains(out, "server stopped") {
+		t.Fatalf("no graceful shutdown logged:\n%s", out)
+	}
+	p2 := startZkd(t, args...)
+	waitRuok(t, addr, p2)
+	c2 := connectZk(t, addr)
+	defer c2.Close()
+	if data, _, err := c2.Get("/kept"); err != nil || string(data) != "x" {
+		t.Fatalf("after SIGHUP and restart: %q, %v", data, err)
+	}
+}
