@@ -21,6 +21,10 @@ type Peer struct {
 	// ClientAddr is the member's client address (host:port), shown in conf and admin output.
 	// Empty means unknown.
 	ClientAddr string
+	// ElectionPort is the election port a zoo.cfg server.N line names. zkd elects over the peer
+	// port and only shows this one in the dynamic configuration (/zookeeper/config, the config
+	// four-letter word), as ZooKeeper would. Zero means the peer port.
+	ElectionPort int
 }
 
 // Config configures a Server. Every field has a usable zero value, which each comment describes;

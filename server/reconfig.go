@@ -16,9 +16,10 @@ import (
 
 // member is one line of the dynamic configuration.
 type member struct {
-	id         int64
-	peerAddr   string
-	clientAddr string
+	id           int64
+	peerAddr     string
+	clientAddr   string
+	electionPort int // 0: the peer port
 }
 
 // members returns the current voting members: the consensus configuration when there is one,
@@ -32,14 +33,14 @@ func (s *Server) members() []member {
 			if err != nil {
 				continue
 			}
-			out = append(out, member{id: id, peerAddr: p.Addr, clientAddr: s.clientAddrs.m[id]})
+			out = append(out, member{id: id, peerAddr: p.Addr, clientAddr: s.clientAddrs.m[id], electionPort: s.clientAddrs.election[id]})
 		}
 		s.clientAddrs.Unlock()
 		sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
 		return out
 	}
 	for _, p := range s.cfg.Peers {
-		out = append(out, member{id: p.ID, peerAddr: p.PeerAddr, clientAddr: p.ClientAddr})
+		out = append(out, member{id: p.ID, peerAddr: p.PeerAddr, clientAddr: p.ClientAddr, electionPort: p.ElectionPort})
 	}
 	return out
 }
@@ -55,7 +56,11 @@ func (s *Server) configText() (string, int64) {
 		if err != nil {
 			host, port = m.peerAddr, "0"
 		}
-		fmt.Fprintf(&b, "server.%d=%s:%s:%s:participant", m.id, host, port, port)
+		election := port
+		if m.electionPort != 0 {
+			election = strconv.Itoa(m.electionPort)
+		}
+		fmt.Fprintf(&b, "server.%d=%s:%s:%s:participant", m.id, host, port, election)
 		if m.clientAddr != "" {
 			fmt.Fprintf(&b, ";%s", m.clientAddr)
 		}
@@ -108,11 +113,12 @@ func (c *conn) reconfig(ctx context.Context, hdr jute.RequestHeader, req *jute.R
 			c.reply(hdr.Xid, v.Zxid(), jute.CodeNewConfigNoQuorum, nil)
 			return
 		}
+		s.clientAddrs.Lock()
 		if m.clientAddr != "" {
-			s.clientAddrs.Lock()
 			s.clientAddrs.m[m.id] = m.clientAddr
-			s.clientAddrs.Unlock()
 		}
+		s.clientAddrs.election[m.id] = m.electionPort
+		s.clientAddrs.Unlock()
 	}
 	for _, id := range leaves {
 		if err := s.cons.RemoveServer(ctx, strconv.FormatInt(id, 10)); err != nil {
@@ -209,6 +215,11 @@ func parseMember(s string) (member, error) {
 		return member{}, fmt.Errorf("server: reconfig: bad port in %q", s)
 	}
 	m := member{id: id, peerAddr: net.JoinHostPort(f[0], f[1])}
+	if len(f) >= 3 {
+		if p, err := strconv.ParseUint(f[2], 10, 16); err == nil {
+			m.electionPort = int(p)
+		}
+	}
 	if client != "" {
 		if !strings.Contains(client, ":") {
 			client = "0.0.0.0:" + client

@@ -45,10 +45,12 @@ type Server struct {
 		sessions map[int64]*conn
 		closing  bool
 	}
-	// clientAddrs are the members' client addresses by id, for /zookeeper/config.
+	// clientAddrs are the members' client addresses and election ports by id, for
+	// /zookeeper/config.
 	clientAddrs struct {
 		sync.Mutex
-		m map[int64]string
+		m        map[int64]string
+		election map[int64]int
 	}
 	// configSeen is the membership version whose change was last announced.
 	configSeen struct {
@@ -97,8 +99,10 @@ func newServer(cfg Config) *Server {
 	s.mu.perIP = make(map[string]int)
 	s.mu.sessions = make(map[int64]*conn)
 	s.clientAddrs.m = make(map[int64]string)
+	s.clientAddrs.election = make(map[int64]int)
 	for _, p := range cfg.Peers {
 		s.clientAddrs.m[p.ID] = p.ClientAddr
+		s.clientAddrs.election[p.ID] = p.ElectionPort
 	}
 	return s
 }

@@ -16,6 +16,12 @@ import (
 // startCluster writes three zoo.cfg files (loopback, free ports), starts three zkd processes
 // and returns their client addresses and processes.
 func startCluster(t *testing.T) ([]string, []*zkdProcess) {
+	addrs, procs, _ := startClusterLines(t)
+	return addrs, procs
+}
+
+// startClusterLines is startCluster that also returns the zoo.cfg server.N lines.
+func startClusterLines(t *testing.T) ([]string, []*zkdProcess, []string) {
 	t.Helper()
 	base := t.TempDir()
 	var clients, peers []string
@@ -24,8 +30,11 @@ func startCluster(t *testing.T) ([]string, []*zkdProcess) {
 		peers = append(peers, freePort(t))
 	}
 	var servers strings.Builder
+	var lines []string
 	for i := range 3 {
-		fmt.Fprintf(&servers, "server.%d=%s:%s;%s\n", i+1, peers[i], strings.Split(freePort(t), ":")[1], clients[i])
+		line := fmt.Sprintf("server.%d=%s:%s;%s", i+1, peers[i], strings.Split(freePort(t), ":")[1], clients[i])
+		lines = append(lines, line)
+		servers.WriteString(line + "\n")
 	}
 	var procs []*zkdProcess
 	for i := range 3 {
@@ -46,7 +55,29 @@ func startCluster(t *testing.T) ([]string, []*zkdProcess) {
 	for i, a := range clients {
 		waitRuok(t, a, procs[i])
 	}
-	return clients, procs
+	return clients, procs, lines
+}
+
+// /zookeeper/config shows each member as zoo.cfg names it, election port included (it showed the
+// peer port twice).
+func TestClusterConfigShowsZooCfgPorts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs three zkd processes")
+	}
+	addrs, _, lines := startClusterLines(t)
+	c := connectZk(t, addrs[0])
+	defer c.Close()
+	data, _, err := c.Get("/zookeeper/config")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range lines {
+		// zoo.cfg: server.N=host:peer:election;client. ZooKeeper writes the role in between.
+		head, client, _ := strings.Cut(line, ";")
+		if want := head + ":participant;" + client; !strings.Contains(string(data), want+"\n") {
+			t.Errorf("/zookeeper/config lacks %q:\n%s", want, data)
+		}
+	}
 }
 
 // Killing the leader of a three-process cluster with SIGKILL loses no acknowledged write, and

@@ -91,9 +91,10 @@ func boolValue(key, v string) (bool, error) {
 
 // serverLine is a parsed server.N value: host:peerPort:electionPort[:role][;[clientHost:]clientPort].
 type serverLine struct {
-	id         int64
-	peerAddr   string
-	clientAddr string
+	id           int64
+	peerAddr     string
+	clientAddr   string
+	electionPort int
 }
 
 func parseServerLine(key, v string) (serverLine, error) {
@@ -112,10 +113,11 @@ func parseServerLine(key, v string) (serverLine, error) {
 	if _, err := strconv.ParseUint(fields[1], 10, 16); err != nil {
 		return serverLine{}, keyError(key, v, errors.New("bad peer port"))
 	}
-	if _, err := strconv.ParseUint(fields[2], 10, 16); err != nil {
+	election, err := strconv.ParseUint(fields[2], 10, 16)
+	if err != nil {
 		return serverLine{}, keyError(key, v, errors.New("bad election port"))
 	}
-	sl := serverLine{id: id, peerAddr: net.JoinHostPort(fields[0], fields[1])}
+	sl := serverLine{id: id, peerAddr: net.JoinHostPort(fields[0], fields[1]), electionPort: int(election)}
 	if clientPart != "" {
 		host, port := "0.0.0.0", clientPart
 		if i := strings.LastIndexByte(clientPart, ':'); i >= 0 {
@@ -315,7 +317,7 @@ func parseZooCfg(r io.Reader, log *slog.Logger) (settings, error) {
 		cfg.ServerID = myid
 		self := false
 		for _, sl := range servers {
-			cfg.Peers = append(cfg.Peers, server.Peer{ID: sl.id, PeerAddr: sl.peerAddr, ClientAddr: sl.clientAddr})
+			cfg.Peers = append(cfg.Peers, server.Peer{ID: sl.id, PeerAddr: sl.peerAddr, ClientAddr: sl.clientAddr, ElectionPort: sl.electionPort})
 			if sl.id == myid {
 				self = true
 				if clientPort == "" && sl.clientAddr != "" {

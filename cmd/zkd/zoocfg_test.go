@@ -56,7 +56,7 @@ func TestParseZooCfgCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := st.cfg
-	if c.ServerID != 2 || len(c.Peers) != 3 || c.Addr != ":2182" || c.Peers[1].PeerAddr != "127.0.0.1:2889" {
+	if c.ServerID != 2 || len(c.Peers) != 3 || c.Addr != ":2182" || c.Peers[1].PeerAddr != "127.0.0.1:2889" || c.Peers[1].ElectionPort != 3889 {
 		t.Errorf("config = %+v", c)
 	}
 }
