@@ -12,7 +12,7 @@ all: build
 ## build: compile every package and the binaries under cmd/ into bin/
 build:
 	$(GO) build $(PKGS)
-	@if ls cmd/*/main.go >/dev/null 2>&1; then mkdir -p bin && $(GO) build -o bin/ ./cmd/...; fi
+	@if ls cmd/*/main.go >/dev/null 2>&1; then mkdir -p bin && $(GO) build -buildvcs=auto -o bin/ ./cmd/...; fi
 
 ## test: the full test suite with the race detector (needs ZooKeeper for the oracle checks; see README).
 ## Without ZooKeeper a banner says so before and after the run, and the oracle checks skip.

@@ -174,7 +174,7 @@ func (s *Server) fillCommand(name string, out map[string]any) {
 		out["secure_connections"] = []any{}
 	case "server_stats", "stats":
 		st := s.Stats()
-		out["version"] = st.Version + ", built on " + buildDate
+		out["version"] = st.Version + ", built on " + buildDate()
 		out["read_only"] = false
 		out["node_count"] = st.NodeCount
 		out["server_stats"] = map[string]any{

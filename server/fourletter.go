@@ -142,7 +142,7 @@ func (s *Server) fourLetterOutput(word string) string {
 func (s *Server) srvr(withClients bool) string {
 	st := s.Stats()
 	var b strings.Builder
-	fmt.Fprintf(&b, "Zookeeper version: %s, built on %s\n", st.Version, buildDate)
+	fmt.Fprintf(&b, "Zookeeper version: %s, built on %s\n", st.Version, buildDate())
 	if withClients {
 		b.WriteString("Clients:\n")
 		for _, c := range s.sortedConns() {
@@ -279,7 +279,7 @@ func (s *Server) envi() string {
 	var b strings.Builder
 	b.WriteString("Environment:\n")
 	for _, kv := range [][2]string{
-		{"zookeeper.version", Version + ", built on " + buildDate},
+		{"zookeeper.version", Version + ", built on " + buildDate()},
 		{"host.name", host},
 		{"go.version", runtime.Version()},
 		{"os.name", runtime.GOOS},

@@ -84,11 +84,9 @@ type Stats struct {
 	Snapshots consensus.SnapshotTimes
 }
 
-// Version is the ZooKeeper version zkd presents itself as, with zkd's own suffix. The build date
-// uses the form go-zookeeper's srvr parser expects.
+// Version is the ZooKeeper version zkd presents itself as, with zkd's own suffix. The build itself
+// (revision, time) is in ReadBuildInfo.
 const Version = "3.9.5-zkd-0.1.0"
-
-const buildDate = "11/21/2026 00:00 GMT"
 
 // Stats returns the server's current figures.
 func (s *Server) Stats() Stats {

@@ -5,7 +5,8 @@
 //	zkd                      standalone, durable: client port 2181, data in ./data
 //	zkd -config zoo.cfg      an existing ZooKeeper configuration (standalone or server.N cluster)
 //	zkd -config zoo.cfg -join  a new member that waits until a reconfig adds it
-//	zkd version              print the version
+//	zkd version              print the version and the build (module, revision, commit time)
+//	zkd -version             the same
 //
 // SIGINT, SIGTERM and SIGHUP stop it gracefully.
 package main
@@ -34,11 +35,21 @@ func main() {
 // run is main without the exit, for tests.
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "version" {
-		fmt.Fprintf(stdout, "zkd %s\n", server.Version)
+		fmt.Fprint(stdout, server.ReadBuildInfo())
 		return 0
 	}
 	fs := flag.NewFlagSet("zkd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `Usage:
+  zkd [flags]              a server: standalone on :2181 with ./data, or as -config says
+  zkd version              print the version and the build
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	version := fs.Bool("version", false, "print the version and the build, and exit")
 	configPath := fs.String("config", "", "ZooKeeper `zoo.cfg` to read (default: standalone on :2181 with ./data)")
 	dataDir := fs.String("data", "", "data directory (overrides dataDir)")
 	addr := fs.String("addr", "", "client address host:port (overrides clientPort/clientPortAddress)")
@@ -48,6 +59,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	logJSON := fs.Bool("log-json", false, "log in JSON instead of text")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *version {
+		fmt.Fprint(stdout, server.ReadBuildInfo())
+		return 0
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "zkd: unexpected argument %q\n", fs.Arg(0))

@@ -23,7 +23,8 @@ var buildZkd = sync.OnceValues(func() (string, error) {
 		return "", err
 	}
 	bin := filepath.Join(dir, "zkd")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	// -buildvcs=auto stamps the revision in a checkout even where GOFLAGS turns it off.
+	out, err := exec.Command("go", "build", "-buildvcs=auto", "-o", bin, ".").CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("go build: %v: %s", err, out)
 	}
@@ -98,6 +99,40 @@ func TestVersion(t *testing.T) {
 	var out bytes.Buffer
 	if code := run([]string{"version"}, &out, &out); code != 0 || !strings.HasPrefix(out.String(), "zkd 3.9.5-zkd") {
 		t.Errorf("zkd version = %d %q", code, out.String())
+	}
+}
+
+// `zkd version` and `zkd -version` print the build the binary really is: in a checkout, the
+// revision go build stamped and its commit time, not a constant.
+func TestVersionShowsTheBuild(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin, err := buildZkd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := exec.Command(bin, "version").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	flagged, err := exec.Command(bin, "-version").Output()
+	if err != nil || !bytes.Equal(sub, flagged) {
+		t.Fatalf("zkd -version = %q, %v; want what zkd version says, %q", flagged, err, sub)
+	}
+	if !strings.HasPrefix(string(sub), "zkd 3.9.5-zkd") || !strings.Contains(string(sub), "module github.com/zkd-io/zkd") {
+		t.Fatalf("zkd version = %q", sub)
+	}
+	head, err := exec.Command("git", "rev-parse", "HEAD").Output()
+	if err != nil {
+		t.Skipf("not a git checkout (%v): no revision to compare", err)
+	}
+	if want := "revision " + strings.TrimSpace(string(head)) + ", committed "; !strings.Contains(string(sub), want) {
+		t.Fatalf("zkd version = %q; want %q", sub, want)
+	}
+	usage, _ := exec.Command(bin, "-h").CombinedOutput()
+	if !strings.Contains(string(usage), "zkd version") {
+		t.Fatalf("zkd -h does not list the subcommands:\n%s", usage)
 	}
 }
 

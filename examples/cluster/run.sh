@@ -6,7 +6,7 @@
 set -eu
 cd "$(dirname "$0")/../.."
 mkdir -p bin
-go build -o bin/zkd ./cmd/zkd
+go build -buildvcs=auto -o bin/zkd ./cmd/zkd
 pids=""
 stop() {
 	for p in $pids; do kill "$p" 2>/dev/null || true; done
