@@ -96,6 +96,7 @@ func (n *Node) setServing(v bool) {
 
 // updateServing recomputes the serving signal; catching up runs on its own goroutine.
 func (n *Node) updateServing() {
+	n.checkMembership()
 	switch n.raft.State() {
 	case raft.Leader:
 		n.setServing(n.IsLeader())
@@ -125,6 +126,35 @@ func (n *Node) updateServing() {
 	}) {
 		n.catchingUp.Store(false)
 	}
+}
+
+// checkMembership logs, once per change, when the latest configuration stops or starts listing
+// this node: a member removed by a reconfig stops serving, and its operator should hear why in
+// plain words rather than guess from "serving changed".
+func (n *Node) checkMembership() {
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return
+	}
+	servers := f.Configuration().Servers
+	if len(servers) == 0 {
+		return // a member-to-be (NoBootstrap) before it is added
+	}
+	in := false
+	for _, s := range servers {
+		if s.ID == raft.ServerID(n.cfg.ID) {
+			in = true
+		}
+	}
+	if n.member.Swap(in) == in {
+		return
+	}
+	if in {
+		n.log.Info("this server is a member of the cluster", "members", len(servers))
+		return
+	}
+	n.log.Warn("this server was removed from the cluster by a membership change (reconfig): it no longer "+
+		"votes or serves clients; stop it, or add it back with reconfig -add", "members", len(servers))
 }
 
 // Sync implements ZooKeeper's sync: it asks the leader for its commit point (a read index: note

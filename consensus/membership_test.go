@@ -1,8 +1,12 @@
 package consensus
 
 import (
+	"bytes"
 	"fmt"
+	"log/slog"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -92,4 +96,48 @@ func TestMembershipAddRemoveTransfer(t *testing.T) {
 		t.Fatalf("write after removal: %v %v", err, res.Err)
 	}
 	c.converge()
+}
+
+// lockedBuffer is a log sink safe for concurrent writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// A member removed by a membership change says so in plain words, once.
+func TestRemovedMemberSaysSo(t *testing.T) {
+	var logs lockedBuffer
+	c := newCluster(t, 3, true, func(cfg *Config) {
+		if cfg.ID == "n3" {
+			cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+		}
+	})
+	leader := c.leader()
+	if leader.ID() == "n3" {
+		if err := leader.TransferLeadership(ctxT(t, 10*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		leader = c.leader("n1", "n2")
+	}
+	if err := leader.RemoveServer(ctxT(t, 10*time.Second), "n3"); err != nil {
+		t.Fatal(err)
+	}
+	const said = "this server was removed from the cluster by a membership change"
+	eventually(t, 10*time.Second, "n3 to say it was removed", func() bool { return strings.Contains(logs.String(), said) })
+	time.Sleep(300 * time.Millisecond) // a few more serving checks: the message is not repeated
+	if n := strings.Count(logs.String(), said); n != 1 {
+		t.Fatalf("said %d times; want once:\n%s", n, logs.String())
+	}
 }

@@ -79,6 +79,8 @@ type Node struct {
 	leaderEpoch atomic.Int64  // bumped on every leadership change notification
 	serving     atomic.Bool
 	catchingUp  atomic.Bool
+	// member is whether the latest configuration this node knows lists it (checkMembership).
+	member atomic.Bool
 
 	stats struct {
 		proposed     atomic.Int64
