@@ -282,7 +282,7 @@ func (n *Node) open() error {
 			return fmt.Errorf("consensus: bootstrap: %w", err)
 		}
 	}
-	rt := &retryTransport{NetworkTransport: n.trans, stop: n.stop}
+	rt := &retryTransport{NetworkTransport: n.trans, stop: n.stop, log: n.log}
 	n.rtrans = rt
 	r, err := raft.NewRaft(rc, n.fsm, logs, stable, snaps, rt)
 	if err != nil {

@@ -1,7 +1,10 @@
 package consensus
 
 import (
+	"cmp"
 	"errors"
+	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -21,10 +24,62 @@ import (
 // that peer block in the call meanwhile, which is all they would do anyway, and the call
 // completes as soon as the peer accepts a connection again. Errors after something was sent
 // (a reset or a timed-out reply) are reported as before: raft then redials at once.
+//
+// It also keeps the log readable: raft logged an error for every failed attempt (325 lines a
+// minute for one dead follower). A peer that cannot be reached is logged once when that starts,
+// then summarised every peerLogEvery, and once more when it is reached again.
 type retryTransport struct {
 	*raft.NetworkTransport
-	raft atomic.Pointer[raft.Raft]
-	stop <-chan struct{}
+	raft     atomic.Pointer[raft.Raft]
+	stop     <-chan struct{}
+	log      *slog.Logger
+	logEvery time.Duration // zero means peerLogEvery
+	mu       sync.Mutex
+	down     map[raft.ServerID]*peerDown
+}
+
+// peerDown is an unreachable peer: since when, how many dials failed, when it was last logged.
+type peerDown struct {
+	since, logged time.Time
+	dials         int
+	err           error
+}
+
+// peerLogEvery is how often a peer that stays unreachable is logged again.
+const peerLogEvery = time.Minute
+
+// unreachable records a failed dial of id and logs as described on retryTransport.
+func (t *retryTransport) unreachable(id raft.ServerID, target raft.ServerAddress, err error) {
+	now := time.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.down == nil {
+		t.down = make(map[raft.ServerID]*peerDown)
+	}
+	d := t.down[id]
+	if d == nil {
+		d = &peerDown{since: now, logged: now}
+		t.down[id] = d
+		t.log.Warn("cannot reach peer; retrying every 100ms until it is back", "peer", id, "addr", target, "err", err)
+	}
+	d.dials++
+	d.err = err
+	if every := cmp.Or(t.logEvery, peerLogEvery); now.Sub(d.logged) >= every {
+		d.logged = now
+		t.log.Warn("peer still unreachable", "peer", id, "addr", target, "for", now.Sub(d.since).Round(time.Second),
+			"failedDials", d.dials, "err", err)
+	}
+}
+
+// reached records that id answered; if it had been unreachable, that is logged.
+func (t *retryTransport) reached(id raft.ServerID, target raft.ServerAddress) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if d := t.down[id]; d != nil {
+		delete(t.down, id)
+		t.log.Info("peer reachable again", "peer", id, "addr", target, "after", time.Since(d.since).Round(time.Millisecond),
+			"failedDials", d.dials)
+	}
 }
 
 // peerRedial is how often an unreachable peer is dialled again; peerDialTimeout bounds each dial,
@@ -43,7 +98,15 @@ func (t *retryTransport) AppendEntries(id raft.ServerID, target raft.ServerAddre
 	for {
 		err := t.NetworkTransport.AppendEntries(id, target, args, resp)
 		var de peerDialError
-		if err == nil || !errors.As(err, &de) || !t.worthWaiting(id, args.Term) {
+		if err == nil {
+			t.reached(id, target)
+			return nil
+		}
+		if !errors.As(err, &de) {
+			return err
+		}
+		t.unreachable(id, target, err)
+		if !t.worthWaiting(id, args.Term) {
 			return err
 		}
 		timer := time.NewTimer(peerRedial)

@@ -2,6 +2,8 @@ package consensus
 
 import (
 	"errors"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -62,5 +64,39 @@ func TestAppendEntriesWaitsForUnreachableFollower(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("AppendEntries still waiting 20s after the heal")
+	}
+}
+
+// A follower that cannot be reached is logged once, then summarised, then logged once more when
+// it is back, instead of an error for every attempt.
+func TestUnreachableFollowerLoggedOnceThenSummarised(t *testing.T) {
+	var logs lockedBuffer
+	c := newCluster(t, 3, true, func(cfg *Config) {
+		cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil)).With("id", cfg.ID)
+	})
+	leader := c.leader()
+	leader.rtrans.mu.Lock()
+	leader.rtrans.logEvery = 200 * time.Millisecond
+	leader.rtrans.mu.Unlock()
+	f := c.followers()[0]
+	c.fab.Isolate(f.ID(), c.ids)
+	count := func(msg string) int {
+		n := 0
+		for _, line := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(line, "id="+leader.ID()) && strings.Contains(line, msg) && strings.Contains(line, "peer="+f.ID()) {
+				n++
+			}
+		}
+		return n
+	}
+	eventually(t, 10*time.Second, "two summaries of the unreachable follower", func() bool {
+		return count("peer still unreachable") >= 2
+	})
+	c.fab.Heal()
+	eventually(t, 10*time.Second, "the follower to be logged as reachable again", func() bool {
+		return count("peer reachable again") == 1
+	})
+	if n := count("cannot reach peer"); n != 1 {
+		t.Fatalf("logged the start of the outage %d times; want once:\n%s", n, logs.String())
 	}
 }
