@@ -44,7 +44,25 @@ func freePort(t *testing.T) string {
 // zkdProcess is a running zkd binary.
 type zkdProcess struct {
 	cmd *exec.Cmd
-	out *bytes.Buffer
+	out *syncBuffer
+}
+
+// syncBuffer collects a process's output; tests read it while the process still writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 func startZkd(t *testing.T, args ...string) *zkdProcess {
@@ -53,7 +71,7 @@ func startZkd(t *testing.T, args ...string) *zkdProcess {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &zkdProcess{cmd: exec.Command(bin, args...), out: &bytes.Buffer{}}
+	p := &zkdProcess{cmd: exec.Command(bin, args...), out: &syncBuffer{}}
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)

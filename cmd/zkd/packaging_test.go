@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-
 	"log/slog"
 	"os"
 	"os/exec"
@@ -111,7 +109,7 @@ func TestDockerEntrypointStartsZkd(t *testing.T) {
 	client := freePort(t)
 	peer := strings.Split(freePort(t), ":")[1]
 	cmd := exec.Command("sh", entrypoint)
-	p := &zkdProcess{cmd: cmd, out: &bytes.Buffer{}}
+	p := &zkdProcess{cmd: cmd, out: &syncBuffer{}}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"),
 		"ZOO_CONF_DIR="+filepath.Join(dir, "conf"), "ZOO_DATA_DIR="+filepath.Join(dir, "data"),
