@@ -166,6 +166,14 @@ func TestFourLetterWords(t *testing.T) {
 				t.Fatalf("cons does not list session %s:\n%s", sid, out)
 			}
 		}},
+		{"cons_and_stat_list_the_asking_connection_itself", func(t *testing.T, e *env) {
+			own := regexp.MustCompile(`(?m)^ /[0-9a-fA-F.:\[\]]+:\d+\[0\]\(queued=0,recved=1,sent=0\)$`)
+			for _, word := range []string{"cons", "stat"} {
+				if out := e.flw(word); !own.MatchString(out) {
+					t.Fatalf("%s does not list its own connection as ZooKeeper does:\n%s", word, out)
+				}
+			}
+		}},
 		{"cons_line_of_an_active_session_matches_the_go_client_pattern", func(t *testing.T, e *env) {
 			// go-zookeeper's FLWCons applies this pattern to every line; against real ZooKeeper it
 			// fails on the line of the four-letter-word connection itself (no sid), so the check

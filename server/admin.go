@@ -246,7 +246,7 @@ func (s *Server) connectionsJSON() []map[string]any {
 		}
 		list = append(list, map[string]any{
 			"remote_socket_address": c.remote,
-			"interest_ops":          1,
+			"interest_ops":          c.interestOps(),
 			"outstanding_requests":  len(c.reqs),
 			"packets_received":      st.received.Load(),
 			"packets_sent":          st.sent.Load(),

@@ -46,8 +46,8 @@ type conn struct {
 	// closingSession is set once the client sent closeSession: the executor answers it and
 	// closes the connection itself, so housekeeping must not drop it (and its reply) first.
 	closingSession atomic.Bool
-	// flw marks a connection that sent a four-letter word; cons and stat leave it out, so their
-	// output lists client sessions only (go-zookeeper's FLWCons cannot parse a sessionless line).
+	// flw marks a connection that sent a four-letter word. cons and stat list it as ZooKeeper
+	// does: "[0](queued=0,recved=1,sent=0)".
 	flw     atomic.Bool
 	stopped chan struct{} // closed by abort and finish: reader and executor stop
 	reqs    chan *request // admitted requests, reader → executor, closed when the reader ends
@@ -205,6 +205,7 @@ func (c *conn) readLoop(ctx context.Context) error {
 	if word := string(head); isFourLetterWord(word) {
 		_, _ = c.br.Discard(4)
 		c.flw.Store(true)
+		c.stats.received.Add(1) // the word, as ZooKeeper counts it
 		return c.fourLetterWord(ctx, word)
 	}
 	fr := jute.NewFrameReader(c.br, c.s.cfg.MaxFrameSize)

@@ -146,7 +146,7 @@ func (s *Server) srvr(withClients bool) string {
 	if withClients {
 		b.WriteString("Clients:\n")
 		for _, c := range s.sortedConns() {
-			fmt.Fprintf(&b, " /%s[1](queued=0,recved=%d,sent=%d)\n", c.remote, c.stats.received.Load(), c.stats.sent.Load())
+			fmt.Fprintf(&b, " /%s[%d](queued=0,recved=%d,sent=%d)\n", c.remote, c.interestOps(), c.stats.received.Load(), c.stats.sent.Load())
 		}
 		b.WriteString("\n")
 	}
@@ -316,7 +316,7 @@ func (s *Server) dump() string {
 			fmt.Fprintf(&b, "\t%s\n", p)
 		}
 	}
-	cs := s.sortedConns()
+	cs := slices.DeleteFunc(s.sortedConns(), func(c *conn) bool { return c.session() == 0 })
 	b.WriteString("Connections dump:\n")
 	fmt.Fprintf(&b, "Connections Sets (1)/(%d):\n", len(cs))
 	fmt.Fprintf(&b, "%d expire at %s:\n", len(cs), time.Now().UTC().Format(time.UnixDate))
@@ -381,10 +381,21 @@ func opAbbrev(op jute.Op) string {
 	return "NA"
 }
 
-// consLine is one connection's line of cons, in the format go-zookeeper's FLWCons parses.
+// interestOps is the number ZooKeeper prints in brackets after a connection's address: the
+// selector's interest set, 1 (read) for a client connection, 0 for the four-letter-word
+// connection answering.
+func (c *conn) interestOps() int {
+	if c.flw.Load() {
+		return 0
+	}
+	return 1
+}
+
+// consLine is one connection's line of cons, in ZooKeeper's format (the line of a session also
+// matches what go-zookeeper's FLWCons parses).
 func (c *conn) consLine() string {
 	st := &c.stats
-	line := fmt.Sprintf(" /%s[1](queued=%d,recved=%d,sent=%d", c.remote, len(c.reqs), st.received.Load(), st.sent.Load())
+	line := fmt.Sprintf(" /%s[%d](queued=%d,recved=%d,sent=%d", c.remote, c.interestOps(), len(c.reqs), st.received.Load(), st.sent.Load())
 	if sid := c.session(); sid != 0 {
 		avg := int64(0)
 		if n := st.count.Load(); n > 0 {

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"slices"
 	"sort"
 	"sync/atomic"
 	"time"
@@ -146,10 +145,10 @@ func (s *Server) resetConnStats() {
 	}
 }
 
-// sortedConns returns the open client connections (four-letter word connections left out)
-// ordered by remote address, for stable output.
+// sortedConns returns the open client connections, four-letter-word connections included (as
+// ZooKeeper lists them), ordered by remote address, for stable output.
 func (s *Server) sortedConns() []*conn {
-	cs := slices.DeleteFunc(s.connections(), func(c *conn) bool { return c.flw.Load() })
+	cs := s.connections()
 	sort.Slice(cs, func(i, j int) bool { return cs[i].remote < cs[j].remote })
 	return cs
 }
