@@ -53,10 +53,12 @@ func (c *cutter) dial(network, address string, timeout time.Duration) (net.Conn,
 }
 
 // replyGate wraps a reconnected go-zookeeper connection: after the ConnectResponse it holds the
-// server's replies back until the client has re-sent its watches (setWatches), or 300ms when it
-// has none. go-zookeeper v1.0.4 reads Conn.lastZxid in sendSetWatches while its recvLoop writes it
-// for every reply (go-zookeeper/zk PR #35, still open), and a server that answers as fast as zkd
-// makes -race report that client-side race. Holding replies only delays them, as a slow network
+// server's replies back until the client has re-sent its watches (setWatches), or 300ms after the
+// ConnectResponse when it has none (timed from the response, not the dial: on a loaded machine
+// the handshake alone can outlast a timer started at the dial). go-zookeeper v1.0.4 reads
+// Conn.lastZxid in sendSetWatches while its recvLoop writes it for every reply
+// (go-zookeeper/zk PR #35, still open), and a server that answers as fast as zkd makes -race
+// report that client-side race. Holding replies only delays them, as a slow network
 // would; it changes nothing a check asserts.
 type replyGate struct {
 	net.Conn
@@ -69,9 +71,7 @@ type replyGate struct {
 }
 
 func newReplyGate(nc net.Conn) *replyGate {
-	g := &replyGate{Conn: nc, open: make(chan struct{})}
-	g.timer = time.AfterFunc(300*time.Millisecond, g.release)
-	return g
+	return &replyGate{Conn: nc, open: make(chan struct{})}
 }
 
 func (g *replyGate) release() { g.once.Do(func() { close(g.open) }) }
@@ -104,6 +104,8 @@ func (g *replyGate) Read(b []byte) (int, error) {
 		}
 		if g.first {
 			<-g.open
+		} else {
+			g.timer = time.AfterFunc(300*time.Millisecond, g.release)
 		}
 		g.first = true
 		g.pending = frame
@@ -114,7 +116,11 @@ func (g *replyGate) Read(b []byte) (int, error) {
 }
 
 func (g *replyGate) Close() error {
-	g.timer.Stop()
+	g.mu.Lock()
+	if g.timer != nil {
+		g.timer.Stop()
+	}
+	g.mu.Unlock()
 	g.release()
 	return g.Conn.Close()
 }

@@ -225,11 +225,12 @@ func (f *faults) dial(network, addr string, timeout time.Duration) (net.Conn, er
 	f.dials++
 	if f.dials > 1 {
 		// A reconnection: hold replies back until the client has re-sent its watches (or a
-		// moment has passed, when it has none). go-zookeeper v1.0.4 reads Conn.lastZxid in
-		// sendSetWatches while recvLoop writes it for each reply (go-zookeeper/zk PR #35, open),
-		// which -race reports; this only delays replies, as a slow network would.
+		// moment (300ms) after the connect response, when it has none; timed from the response, as the
+		// handshake alone can outlast a timer started at the dial on a loaded machine).
+		// go-zookeeper v1.0.4 reads Conn.lastZxid in sendSetWatches while recvLoop writes it for
+		// each reply (go-zookeeper/zk PR #35, open), which -race reports; this only delays
+		// replies, as a slow network would.
 		fc.gate = make(chan struct{})
-		fc.gateTimer = time.AfterFunc(300*time.Millisecond, fc.openGate)
 	}
 	f.mu.Unlock()
 	return fc, nil
@@ -347,6 +348,9 @@ func (c *faultConn) Read(b []byte) (int, error) {
 		c.mu.Lock()
 		if !c.read {
 			c.read = true
+			if c.gate != nil {
+				c.gateTimer = time.AfterFunc(300*time.Millisecond, c.openGate)
+			}
 			if len(body) >= 20 {
 				sid := int64(binary.BigEndian.Uint64(body[8:16]))
 				n := int(binary.BigEndian.Uint32(body[16:20]))

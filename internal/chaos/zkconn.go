@@ -21,9 +21,12 @@ var errSessionOver = errors.New("chaos: session over, not reconnecting")
 // zkDialer is the go-zookeeper dialer of one workload session. It refuses to reconnect once the
 // session has expired (go-zookeeper would otherwise start a new session on the same Conn, and
 // writes would be attributed to the wrong session). On a reconnection it holds replies back
-// until the client has re-sent its watches (or 300ms passed): go-zookeeper v1.0.4 reads
-// Conn.lastZxid in sendSetWatches while its receive loop writes it (go-zookeeper/zk PR #35), a
-// race the detector reports; the setWatches frame orders the two.
+// until the client has re-sent its watches, or 300ms after the connect response passed (a
+// client with no watches sends none): go-zookeeper v1.0.4 reads Conn.lastZxid in sendSetWatches,
+// right after the handshake, while its receive loop writes it (go-zookeeper/zk PR #35), a race
+// the detector reports; the setWatches frame orders the two. The wait runs from the end of the
+// handshake, not from the dial: on a loaded machine the handshake alone can take longer than a
+// timer started at the dial allowed (a CI run saw the race that way).
 type zkDialer struct {
 	conn  atomic.Pointer[zk.Conn]
 	hadID atomic.Bool
@@ -54,18 +57,16 @@ func (d *zkDialer) dial(network, addr string, timeout time.Duration) (net.Conn, 
 	if d.dials.Add(1) == 1 {
 		return nc, nil
 	}
-	g := &gatedConn{Conn: nc, gate: make(chan struct{})}
-	g.timer = time.AfterFunc(300*time.Millisecond, g.open)
-	return g, nil
+	return &gatedConn{Conn: nc, gate: make(chan struct{})}, nil
 }
 
 // gatedConn passes the connect response through, then holds further reads until a setWatches
-// request was written or its timer fired.
+// request was written or 300ms passed since the response did.
 type gatedConn struct {
 	net.Conn
 	gate  chan struct{}
 	once  sync.Once
-	timer *time.Timer
+	timer *time.Timer // started when the connect response has passed; guarded by mu
 
 	mu        sync.Mutex
 	handshake int // bytes of the connect response still to pass; -1 until its length is known
@@ -108,12 +109,19 @@ func (g *gatedConn) Read(b []byte) (int, error) {
 			continue
 		}
 		g.handshake--
+		if g.handshake == 0 && g.timer == nil {
+			g.timer = time.AfterFunc(300*time.Millisecond, g.open)
+		}
 	}
 	return n, err
 }
 
 func (g *gatedConn) Close() error {
-	g.timer.Stop()
+	g.mu.Lock()
+	if g.timer != nil {
+		g.timer.Stop()
+	}
+	g.mu.Unlock()
 	g.open()
 	return g.Conn.Close()
 }
