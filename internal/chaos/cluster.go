@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/zkd-io/zkd/internal/apachezk"
+	"github.com/zkd-io/zkd/internal/child"
 )
 
 // Targets: the server implementation a run starts.
@@ -217,7 +218,7 @@ func (c *Cluster) LogTails(n int) string {
 	var b strings.Builder
 	for _, s := range c.Servers {
 		for _, l := range s.Logs {
-			fmt.Fprintf(&b, "--- server %d: %s (last %d lines)\n%s\n", s.ID, l, n, tail(l, n))
+			fmt.Fprintf(&b, "--- server %d: %s (last %d lines)\n%s\n", s.ID, l, n, child.Tail(l, n))
 		}
 	}
 	return b.String()
