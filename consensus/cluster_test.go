@@ -313,6 +313,10 @@ func TestFollowerCatchesUpBySnapshot(t *testing.T) {
 	if _, ok := restored.Load(lag.ID()); !ok {
 		t.Fatalf("%s caught up to %d without installing a snapshot", lag.ID(), zxid)
 	}
+	// mntr's snap_count: the snapshots the leader sent (it still leads unless it was replaced).
+	if c.leader() == leader && leader.metrics.snapSyncs.Total() < 1 {
+		t.Errorf("the leader sent a snapshot but counted %d", leader.metrics.snapSyncs.Total())
+	}
 }
 
 func TestFiveNodesSurviveTwoFailuresAndSplit(t *testing.T) {

@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
 
+	"github.com/zkd-io/zkd/internal/metric"
 	"github.com/zkd-io/zkd/jute"
 	"github.com/zkd-io/zkd/znode"
 )
@@ -50,44 +50,12 @@ type fsm struct {
 	sinceSnap    atomic.Uint64
 	snapBytes    uint64
 	wantSnapshot func()
-	// snaps times the snapshots this node persisted (mntr's snapshottime).
-	snaps snapshotTimes
+	// metrics receives the apply, propagation and snapshot times (metrics.go); nil in some tests.
+	metrics *metrics
 	// snapDir is the directory raft's file snapshot store writes under ("" in memory); paced
 	// counts the snapshot chunks written out early.
 	snapDir string
 	paced   atomic.Int64
-}
-
-// snapshotTimes counts persisted snapshots and how long each took, from capture to the sink's
-// fsync and close.
-type snapshotTimes struct {
-	mu       sync.Mutex
-	count    int64
-	sum      time.Duration
-	min, max time.Duration
-}
-
-func (t *snapshotTimes) record(d time.Duration) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.count == 0 || d < t.min {
-		t.min = d
-	}
-	t.max = max(t.max, d)
-	t.count++
-	t.sum += d
-}
-
-// SnapshotTimes summarizes the snapshots a node persisted since it started.
-type SnapshotTimes struct {
-	Count         int64
-	Sum, Min, Max time.Duration
-}
-
-func (t *snapshotTimes) read() SnapshotTimes {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return SnapshotTimes{Count: t.count, Sum: t.sum, Min: t.min, Max: t.max}
 }
 
 var (
@@ -137,7 +105,23 @@ func (f *fsm) applyCommand(l *raft.Log) any {
 		// Stopping is the only safe choice (Consul and Nomad do the same).
 		panic(fmt.Sprintf("consensus: invariant: entry %d cannot be applied: %v", zxid, err))
 	}
+	started := time.Now()
 	res := f.applyTxn(zxid, &c)
+	if m := f.metrics; m != nil {
+		now := time.Now()
+		m.apply.ObserveDuration(now.Sub(started))
+		if c.time != 0 {
+			// The leader stamped its wall clock into the entry when it accepted it.
+			d := time.Duration(now.UnixMilli()-c.time) * time.Millisecond
+			m.propagation.ObserveDuration(d)
+			if !m.leader.Load() {
+				m.commitProp.ObserveDuration(d)
+			}
+		}
+		if m.leader.Load() {
+			m.commits.Inc()
+		}
+	}
 	f.applies.Add(1)
 	if n := f.sinceSnap.Add(uint64(len(l.Data))); f.wantSnapshot != nil && n >= f.snapBytes && n-uint64(len(l.Data)) < f.snapBytes {
 		f.wantSnapshot()
@@ -182,7 +166,11 @@ func (f *fsm) applyTxn(zxid int64, c *command) *znode.Result {
 // Snapshot captures the current view; Persist writes it while applies continue.
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	f.sinceSnap.Store(0)
-	return &fsmSnapshot{view: f.view(), start: time.Now(), times: &f.snaps, dir: f.snapDir, paced: &f.paced}, nil
+	s := &fsmSnapshot{view: f.view(), start: time.Now(), dir: f.snapDir, paced: &f.paced}
+	if f.metrics != nil {
+		s.times = f.metrics.snapshot
+	}
+	return s, nil
 }
 
 // snapshotMagic starts every snapshot this package writes, followed by a format version byte.
@@ -226,8 +214,8 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 type fsmSnapshot struct {
 	view  *znode.View
 	start time.Time
-	times *snapshotTimes
-	dir   string // the node's data directory ("" in memory), to pace the file's writeback
+	times *metric.Summary // snapshottime; nil when not measured
+	dir   string          // the node's data directory ("" in memory), to pace the file's writeback
 	paced *atomic.Int64
 }
 
@@ -254,7 +242,9 @@ func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 	if err := sink.Close(); err != nil {
 		return err
 	}
-	s.times.record(time.Since(s.start))
+	if s.times != nil {
+		s.times.ObserveDuration(time.Since(s.start))
+	}
 	return nil
 }
 

@@ -87,6 +87,7 @@ func (n *Node) Serving() bool { return n.serving.Load() }
 
 func (n *Node) setServing(v bool) {
 	if n.serving.Swap(v) != v {
+		n.metrics.servingChanged(v, n.raft.State() == raft.Leader, time.Now())
 		n.log.Info("serving changed", "serving", v, "zxid", n.LastZxid())
 		if n.cfg.OnServing != nil {
 			n.cfg.OnServing(v)
@@ -118,10 +119,12 @@ func (n *Node) updateServing() {
 		defer n.catchingUp.Store(false)
 		ctx, cancel := context.WithTimeout(n.ctx, 4*n.cfg.HeartbeatTimeout)
 		defer cancel()
+		start := time.Now()
 		if err := n.sync(ctx, false); err != nil {
 			n.log.Debug("catch-up failed", "err", err)
 			return
 		}
+		n.metrics.followSync.ObserveDuration(time.Since(start))
 		n.setServing(true)
 	}) {
 		n.catchingUp.Store(false)
@@ -416,6 +419,7 @@ func (n *Node) expireSessions() {
 			return
 		}
 		n.stats.expired.Add(int64(len(ids)))
+		n.metrics.staleExpired.Add(int64(len(ids)))
 	})
 }
 

@@ -122,12 +122,33 @@ type Stats struct {
 	RelayWaited  int64  // times a forwarded commit waited for its entry to reach the local log
 	RelayRefused int64  // relayed commits the local Raft refused (it moved to a later term)
 	Tracked      int    // sessions with a liveness deadline on this node
-	Snapshots    SnapshotTimes
+	// LeaderChanges counts the leaders this node has learnt of since it started.
+	LeaderChanges int64
+	// LeaderSince is when this node became the leader; zero when it is not.
+	LeaderSince time.Time
+	// Followers is the leader's view of each other voter (nil on a follower).
+	Followers []FollowerStats
+	// ProposalSizeLast, Min and Max are the sizes in bytes of the entries this node appended as
+	// leader (0 before the first).
+	ProposalSizeLast, ProposalSizeMin, ProposalSizeMax int64
+	// LogBytes and SnapshotBytes are the disk space of the Raft log and of the snapshots (0 in
+	// memory).
+	LogBytes, SnapshotBytes int64
+	// DiskFull reports that the data directory's disk is full, so writes cannot be made
+	// durable. It is false until disk-full detection sets it.
+	DiskFull bool
 }
 
 // Stats returns the node's counters.
 func (n *Node) Stats() Stats {
 	addr, id := n.raft.LeaderWithID()
+	last := n.raft.LastIndex()
+	logBytes, snapBytes := n.diskUsage()
+	m := n.metrics
+	var since time.Time
+	if ns := m.leaderSince.Load(); ns != 0 {
+		since = time.Unix(0, ns)
+	}
 	return Stats{
 		ID:           n.cfg.ID,
 		State:        n.raft.State().String(),
@@ -138,7 +159,7 @@ func (n *Node) Stats() Stats {
 		Serving:      n.Serving(),
 		LastZxid:     n.LastZxid(),
 		CommitIndex:  n.raft.CommitIndex(),
-		LastIndex:    n.raft.LastIndex(),
+		LastIndex:    last,
 		Outstanding:  len(n.slots),
 		Proposed:     n.stats.proposed.Load(),
 		Forwarded:    n.stats.forwarded.Load(),
@@ -152,7 +173,16 @@ func (n *Node) Stats() Stats {
 		RelayWaited:  n.stats.relayWaited.Load(),
 		RelayRefused: n.stats.relayRefused.Load(),
 		Tracked:      n.sessions.len(),
-		Snapshots:    n.fsm.snaps.read(),
+
+		LeaderChanges:    m.leaderChanges.Load(),
+		LeaderSince:      since,
+		Followers:        n.followerStats(last),
+		ProposalSizeLast: m.propLast.Load(),
+		ProposalSizeMin:  m.propMin.Load(),
+		ProposalSizeMax:  m.propMax.Load(),
+		LogBytes:         logBytes,
+		SnapshotBytes:    snapBytes,
+		DiskFull:         n.diskFull.Load(),
 	}
 }
 

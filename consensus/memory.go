@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/zkd-io/zkd/internal/metric"
 	"github.com/zkd-io/zkd/jute"
 	"github.com/zkd-io/zkd/znode"
 )
@@ -43,8 +44,9 @@ type Memory struct {
 	stats struct {
 		proposed, expired atomic.Int64
 	}
-	stop chan struct{}
-	wg   sync.WaitGroup
+	metrics *metrics
+	stop    chan struct{}
+	wg      sync.WaitGroup
 }
 
 // MemoryConfig configures a Memory. The hooks mean what they mean in Config.
@@ -66,7 +68,11 @@ func NewMemory(cfg MemoryConfig) *Memory {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	m := &Memory{cfg: cfg, log: cfg.Logger, origin: "memory/1", sessions: newSessionTracker(), stop: make(chan struct{})}
+	m.metrics = newMetrics()
+	m.metrics.leader.Store(true)
+	m.metrics.leaderSince.Store(time.Now().UnixNano())
 	m.fsm = newFSM(m.log, m.origin)
+	m.fsm.metrics = m.metrics
 	m.fsm.onApply = cfg.OnApply
 	m.fsm.onRestore = cfg.OnRestore
 	m.fsm.sessions = m.sessions
@@ -193,8 +199,12 @@ func (m *Memory) Stats() Stats {
 	m.mu.Unlock()
 	return Stats{ID: "1", State: "Leader", LeaderID: "1", Term: 1, Ready: true, Serving: m.Serving(),
 		LastZxid: m.LastZxid(), CommitIndex: index, LastIndex: index, Proposed: m.stats.proposed.Load(),
-		Applied: m.fsm.applies.Load(), Expired: m.stats.expired.Load(), Tracked: m.sessions.len()}
+		Applied: m.fsm.applies.Load(), Expired: m.stats.expired.Load(), Tracked: m.sessions.len(),
+		LeaderChanges: 1, LeaderSince: time.Unix(0, m.metrics.leaderSince.Load())}
 }
+
+// Metrics returns the measurements that apply to a Memory (applies and local commits).
+func (m *Memory) Metrics() *metric.Set { return &m.metrics.set }
 
 // Shutdown stops the expiry goroutine. Later writes fail with ErrShutdown.
 func (m *Memory) Shutdown() error {
@@ -222,6 +232,7 @@ func (m *Memory) apply(ctx context.Context, c *command) (*Pending, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	started := time.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.mu.closed {
@@ -243,6 +254,7 @@ func (m *Memory) apply(ctx context.Context, c *command) (*Pending, error) {
 	applied.time = int64(binary.BigEndian.Uint64(entry[2:]))
 	p.applied = &applied
 	close(p.done)
+	m.metrics.localCommit.ObserveDuration(time.Since(started))
 	return p, nil
 }
 
@@ -265,5 +277,6 @@ func (m *Memory) expireLoop() {
 			continue
 		}
 		m.stats.expired.Add(int64(len(ids)))
+		m.metrics.staleExpired.Add(int64(len(ids)))
 	}
 }

@@ -94,6 +94,8 @@ type Node struct {
 		relayWaited  atomic.Int64
 		relayRefused atomic.Int64
 	}
+	metrics  *metrics // the measurements mntr and /metrics read (metrics.go)
+	diskFull atomic.Bool
 	announce commitNote // the leader's latest applied entry, to announce (relay.go)
 	relay    *relay
 	snap     chan struct{} // the FSM asks for a snapshot (SnapshotBytes)
@@ -149,7 +151,11 @@ func New(cfg Config) (*Node, error) {
 
 	n.announce = newCommitNote()
 	n.relay = newRelay()
+	n.metrics = newMetrics()
+	n.metrics.electionStart.Store(time.Now().UnixNano())
+	n.metrics.unavailSince.Store(time.Now().UnixNano())
 	n.fsm = newFSM(n.log, n.origin)
+	n.fsm.metrics = n.metrics
 	n.fsm.onApply = cfg.OnApply
 	n.fsm.onRestore = cfg.OnRestore
 	n.fsm.deliver = n.deliver
@@ -164,11 +170,14 @@ func New(cfg Config) (*Node, error) {
 		default:
 		}
 	}
+	opening := time.Now()
 	if err := n.open(); err != nil {
 		n.cancel()
 		n.closeResources()
 		return nil, err
 	}
+	n.metrics.dbInit.ObserveDuration(time.Since(opening))
+	n.wg.Go(n.observe)
 	n.wg.Go(n.acceptLoop)
 	n.wg.Go(n.monitor)
 	n.wg.Go(n.runAnnouncer)
@@ -282,9 +291,9 @@ func (n *Node) open() error {
 			return fmt.Errorf("consensus: bootstrap: %w", err)
 		}
 	}
-	rt := &retryTransport{NetworkTransport: n.trans, stop: n.stop, log: n.log}
+	rt := &retryTransport{NetworkTransport: n.trans, stop: n.stop, log: n.log, metrics: n.metrics}
 	n.rtrans = rt
-	r, err := raft.NewRaft(rc, n.fsm, logs, stable, snaps, rt)
+	r, err := raft.NewRaft(rc, n.fsm, n.timeLogs(logs), stable, snaps, rt)
 	if err != nil {
 		return fmt.Errorf("consensus: start raft: %w", err)
 	}

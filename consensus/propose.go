@@ -60,6 +60,7 @@ type Pending struct {
 	index     uint64      // the entry's index once it is known to be committed (0 before)
 	applyWait *time.Timer // committed, not yet applied here: fails the write after ApplyTimeout
 	localOnly bool        // leader housekeeping: never forwarded
+	started   time.Time   // when Start took it (local_write_committed_time_ms)
 	fut       raft.ApplyFuture
 }
 
@@ -165,7 +166,7 @@ func (n *Node) start(ctx context.Context, c *command, localOnly bool) (*Pending,
 	c.typ = cmdTxn
 	c.origin = n.origin
 	c.seq = n.seq.Add(1)
-	p := &Pending{c: c, entry: c.marshal(), done: make(chan struct{}), localOnly: localOnly}
+	p := &Pending{c: c, entry: c.marshal(), done: make(chan struct{}), localOnly: localOnly, started: time.Now()}
 	// The entry holds a copy of the body: the caller may reuse its buffer once Start returns.
 	c.body = nil
 	n.mu.Lock()
@@ -229,8 +230,8 @@ func (n *Node) deliver(seq uint64, c *command, r *znode.Result) {
 	n.mu.Lock()
 	p := n.mu.pending[seq]
 	n.mu.Unlock()
-	if p != nil {
-		n.finish(p, r, c, nil)
+	if p != nil && n.finish(p, r, c, nil) {
+		n.metrics.localCommit.ObserveDuration(time.Since(p.started))
 	}
 }
 
@@ -329,6 +330,7 @@ func (n *Node) submitted(p *Pending, r rpcReply) {
 			return
 		}
 		n.relay.offer(cm.Index, cm.Term)
+		n.metrics.learnerComms.Inc()
 		n.committed(p, cm.Index)
 	case r.status == statusMoved:
 		n.finish(p, nil, nil, ErrSessionMoved)

@@ -470,6 +470,7 @@ func (n *Node) serveRPC(conn net.Conn) {
 			var m commitMsg
 			if decodeMsg(payload, &m) == nil {
 				n.relay.offer(m.Index, m.Term)
+				n.metrics.learnerComms.Inc()
 			}
 			reply(id, statusOK, nil)
 		default:

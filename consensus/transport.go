@@ -34,6 +34,7 @@ type retryTransport struct {
 	stop     <-chan struct{}
 	log      *slog.Logger
 	logEvery time.Duration // zero means peerLogEvery
+	metrics  *metrics      // the leader's view of its followers (metrics.go); nil in some tests
 	mu       sync.Mutex
 	down     map[raft.ServerID]*peerDown
 }
@@ -100,6 +101,9 @@ func (t *retryTransport) AppendEntries(id raft.ServerID, target raft.ServerAddre
 		var de peerDialError
 		if err == nil {
 			t.reached(id, target)
+			if t.metrics != nil {
+				t.metrics.followers.appended(id, args, resp)
+			}
 			return nil
 		}
 		if !errors.As(err, &de) {

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // startAdmin starts the admin HTTP server when one is configured: /metrics (Prometheus text
@@ -149,7 +151,7 @@ func (s *Server) fillCommand(name string, out map[string]any) {
 	case "connection_stat_reset":
 		s.resetConnStats()
 	case "stat_reset":
-		s.stats.reset()
+		s.resetStats()
 	case "leader":
 		if len(s.cfg.Peers) <= 1 {
 			out["error"] = "server is not initialized"
@@ -276,46 +278,9 @@ func lastPort(addr string) string {
 	return addr
 }
 
-// serveMetrics writes the server's figures in the Prometheus text exposition format. Names are
-// ZooKeeper's metric names (as its Prometheus provider exports them, without the zk_ prefix).
-func (s *Server) serveMetrics(w http.ResponseWriter, _ *http.Request) {
-	st := s.Stats()
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-	var b strings.Builder
-	metric := func(name, typ, help string, v any) {
-		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n%s %v\n", name, help, name, typ, name, v)
-	}
-	serving := 0
-	if st.Serving {
-		serving = 1
-	}
-	leader := 0
-	if st.Mode == "leader" || st.Mode == "standalone" {
-		leader = 1
-	}
-	metric("packets_received", "counter", "Client packets received.", st.PacketsReceived)
-	metric("packets_sent", "counter", "Client packets sent.", st.PacketsSent)
-	metric("num_alive_connections", "gauge", "Open client connections.", st.Connections)
-	metric("outstanding_requests", "gauge", "Requests admitted and not yet answered.", st.Outstanding)
-	metric("znode_count", "gauge", "Number of znodes.", st.NodeCount)
-	metric("watch_count", "gauge", "Number of watches.", st.WatchCount)
-	metric("ephemerals_count", "gauge", "Number of ephemeral nodes.", st.EphemeralCount)
-	metric("approximate_data_size", "gauge", "Approximate size of the data tree in bytes.", st.DataSize)
-	metric("global_sessions", "gauge", "Number of sessions.", st.Sessions)
-	metric("avg_latency", "gauge", "Average request latency in ms.", st.AvgLatency)
-	metric("min_latency", "gauge", "Minimum request latency in ms.", st.MinLatency)
-	metric("max_latency", "gauge", "Maximum request latency in ms.", st.MaxLatency)
-	metric("last_zxid", "gauge", "Zxid of the last applied transaction.", st.LastZxid)
-	metric("auth_failed_count", "counter", "Failed authentications.", st.AuthFailed)
-	metric("connection_rejected", "counter", "Connections refused at accept.", st.ConnectionsRejected)
-	metric("uptime", "gauge", "Milliseconds since the server started.", st.Uptime.Milliseconds())
-	metric("serving", "gauge", "1 while the server serves clients.", serving)
-	metric("is_leader", "gauge", "1 on the leader (and a standalone server).", leader)
-	ns := s.cons.Stats()
-	metric("raft_term", "gauge", "Current Raft term.", ns.Term)
-	metric("raft_commit_index", "gauge", "Raft commit index.", ns.CommitIndex)
-	metric("proposals_forwarded", "counter", "Writes forwarded to the leader.", ns.Forwarded)
-	metric("proposals_unknown_outcome", "counter", "Writes answered with connection loss.", ns.Unknown)
-	metric("sessions_expired", "counter", "Sessions expired by this server as leader.", ns.Expired)
-	_, _ = w.Write([]byte(b.String()))
+// serveMetrics serves the server's Prometheus registry (metrics.go): ZooKeeper's metric names
+// where ZooKeeper has one, zkd's Raft and latency histograms, and the Go runtime and process
+// collectors.
+func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
+	promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}).ServeHTTP(w, r)
 }

@@ -35,7 +35,7 @@ func (c *conn) authenticate(p *jute.AuthPacket) bool {
 		c.addAuth(jute.Id{Scheme: "ip", ID: c.ip})
 		return true
 	}
-	c.s.stats.authFailed.Add(1)
+	c.s.m.authFailed.Inc()
 	c.log.Info("authentication failed", "scheme", p.Scheme)
 	return false
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/zkd-io/zkd/consensus"
+	"github.com/zkd-io/zkd/internal/metric"
 	"github.com/zkd-io/zkd/znode"
 )
 
@@ -44,6 +45,9 @@ type Consensus interface {
 	RemoveServer(ctx context.Context, id string) error
 	// Stats returns the consensus figures for mntr, metrics and admin commands.
 	Stats() consensus.Stats
+	// Metrics returns consensus' measurements (fsync, apply, elections, ...), which mntr and
+	// /metrics list after the server's own.
+	Metrics() *metric.Set
 	// Shutdown stops it and releases what it holds.
 	Shutdown() error
 }

@@ -160,7 +160,7 @@ func (c *conn) serve(ctx context.Context) {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		_ = c.out.writeLoop(c.nc, c.s.cfg.MaxSessionTimeout, func(n int) { c.s.stats.bytesSent.Add(int64(n)) })
+		_ = c.out.writeLoop(c.nc, c.s.cfg.MaxSessionTimeout, func(n int) { c.s.m.bytesSent.Add(int64(n)) })
 		c.abort(errClosedByServer)
 		cancel()
 	})
@@ -174,6 +174,10 @@ func (c *conn) serve(ctx context.Context) {
 		c.abort(errClosedByServer)
 		wg.Wait()
 		cancel()
+		// Requests still queued were admitted and will never be answered.
+		if n := len(c.reqs); n > 0 {
+			c.s.m.stale.Add(int64(n))
+		}
 		c.s.connClosed(c)
 	}()
 	defer c.recoverPanic()
@@ -200,6 +204,7 @@ func (c *conn) readLoop(ctx context.Context) error {
 	_ = c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.SessionlessTimeout))
 	head, err := c.br.Peek(4)
 	if err != nil {
+		c.countSessionless(err)
 		return err
 	}
 	if word := string(head); isFourLetterWord(word) {
@@ -211,6 +216,7 @@ func (c *conn) readLoop(ctx context.Context) error {
 	fr := jute.NewFrameReader(c.br, c.s.cfg.MaxFrameSize)
 	frame, err := fr.Next()
 	if err != nil {
+		c.countSessionless(err)
 		return err
 	}
 	var req jute.ConnectRequest
@@ -218,7 +224,8 @@ func (c *conn) readLoop(ctx context.Context) error {
 		return fmt.Errorf("server: connect request: %w", err)
 	}
 	c.stats.received.Add(1)
-	c.s.stats.packetsReceived.Add(1)
+	c.s.m.packetsReceived.Inc()
+	c.s.m.bytesReceived.Add(int64(len(frame) + 4))
 	if ok, err := c.handshake(ctx, &req); !ok {
 		return err
 	}
@@ -227,6 +234,9 @@ func (c *conn) readLoop(ctx context.Context) error {
 		_ = c.nc.SetReadDeadline(time.Now().Add(timeout))
 		frame, err := fr.Next()
 		if err != nil {
+			if errors.Is(err, jute.ErrTooLarge) {
+				c.s.m.largeRejected.Inc()
+			}
 			return err
 		}
 		select {
@@ -235,10 +245,20 @@ func (c *conn) readLoop(ctx context.Context) error {
 		default:
 		}
 		c.stats.received.Add(1)
-		c.s.stats.packetsReceived.Add(1)
+		c.s.m.packetsReceived.Inc()
+		c.s.m.bytesReceived.Add(int64(len(frame) + 4))
 		if !c.admit(ctx, frame) {
 			return nil
 		}
+	}
+}
+
+// countSessionless counts a connection that sent no ConnectRequest within the sessionless
+// timeout (ZooKeeper's sessionless_connections_expired).
+func (c *conn) countSessionless(err error) {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		c.s.m.sessionless.Inc()
 	}
 }
 
@@ -313,6 +333,7 @@ func (c *conn) handshake(ctx context.Context, req *jute.ConnectRequest) (bool, e
 		if err != nil {
 			return false, fmt.Errorf("server: validate session: %w", err)
 		}
+		s.m.revalidated.Inc()
 		resp = &jute.ConnectResponse{TimeOut: timeout, SessionID: req.SessionID, Passwd: sess.Passwd, HasReadOnly: req.HasReadOnly}
 	}
 	c.timeout.Store(timeout)
@@ -323,7 +344,7 @@ func (c *conn) handshake(ctx context.Context, req *jute.ConnectRequest) (bool, e
 	}
 	c.out.pushFrame(resp)
 	c.stats.sent.Add(1)
-	c.s.stats.packetsSent.Add(1)
+	c.s.m.packetsSent.Inc()
 	c.log.Debug("session established", "timeout", timeout)
 	return true, nil
 }

@@ -10,17 +10,22 @@ import (
 
 // reply queues a reply for xid and counts it.
 func (c *conn) reply(xid int32, zxid int64, code jute.Code, body jute.Record) {
-	if !c.out.pushReply(jute.ReplyHeader{Xid: xid, Zxid: zxid, Err: code}, body) {
+	size, ok := c.out.pushReplySize(jute.ReplyHeader{Xid: xid, Zxid: zxid, Err: code}, body)
+	if !ok {
 		c.abort(errSlowConsumer)
 		return
 	}
+	c.s.m.response(size)
 	c.stats.sent.Add(1)
-	c.s.stats.packetsSent.Add(1)
+	c.s.m.packetsSent.Inc()
 	c.stats.lastZxid.Store(zxid)
 	c.stats.lastResp.Store(time.Now().UnixMilli())
 }
 
-func (c *conn) recordLatency(d time.Duration) {
+// recordLatency records an answered request's latency: in the connection's figures (cons) and
+// the server's (a read or an update, and by op).
+func (c *conn) recordLatency(op jute.Op, update bool, d time.Duration) {
+	c.s.m.request(op, update, d)
 	ms := d.Milliseconds()
 	c.stats.lastLatency.Store(ms)
 	c.stats.sumLatency.Add(ms)
@@ -30,7 +35,6 @@ func (c *conn) recordLatency(d time.Duration) {
 	if ms > c.stats.maxLatency.Load() {
 		c.stats.maxLatency.Store(ms)
 	}
-	c.s.stats.recordLatency(ms)
 }
 
 // execute runs one request that is neither a write nor handled on arrival: reads, ping, sync,

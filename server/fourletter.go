@@ -96,7 +96,7 @@ func (s *Server) fourLetterOutput(word string) string {
 		s.resetConnStats()
 		return "Connection stats reset.\n"
 	case "srst":
-		s.stats.reset()
+		s.resetStats()
 		return "Server stats reset.\n"
 	case "wchs":
 		ws := s.watches.summary()
@@ -159,58 +159,6 @@ func (s *Server) srvr(withClients bool) string {
 	fmt.Fprintf(&b, "Mode: %s\n", st.Mode)
 	fmt.Fprintf(&b, "Node count: %d\n", st.NodeCount)
 	return b.String()
-}
-
-// mntrPairs returns mntr's keys (without the zk_ prefix) and values in output order.
-func (s *Server) mntrPairs() [][2]string {
-	st := s.Stats()
-	kv := [][2]string{
-		{"version", st.Version},
-		{"server_state", st.Mode},
-		{"avg_latency", fmt.Sprintf("%.4f", st.AvgLatency)},
-		{"max_latency", fmt.Sprint(st.MaxLatency)},
-		{"min_latency", fmt.Sprint(st.MinLatency)},
-		{"packets_received", fmt.Sprint(st.PacketsReceived)},
-		{"packets_sent", fmt.Sprint(st.PacketsSent)},
-		{"num_alive_connections", fmt.Sprint(st.Connections)},
-		{"outstanding_requests", fmt.Sprint(st.Outstanding)},
-		{"znode_count", fmt.Sprint(st.NodeCount)},
-		{"watch_count", fmt.Sprint(st.WatchCount)},
-		{"ephemerals_count", fmt.Sprint(st.EphemeralCount)},
-		{"approximate_data_size", fmt.Sprint(st.DataSize)},
-		{"open_file_descriptor_count", fmt.Sprint(openFDs())},
-		{"max_file_descriptor_count", fmt.Sprint(maxFDs())},
-		{"global_sessions", fmt.Sprint(st.Sessions)},
-		{"local_sessions", "0"},
-		{"uptime", fmt.Sprint(st.Uptime.Milliseconds())},
-		{"auth_failed_count", fmt.Sprint(st.AuthFailed)},
-		{"connection_rejected", fmt.Sprint(st.ConnectionsRejected)},
-	}
-	// ZooKeeper's snapshot summary, in milliseconds: monitoring reads cnt and max to see how
-	// often snapshots run and how long the longest took.
-	sn := st.Snapshots
-	avg := 0.0
-	if sn.Count > 0 {
-		avg = float64(sn.Sum.Microseconds()) / 1000 / float64(sn.Count)
-	}
-	kv = append(kv,
-		[2]string{"snap_count", fmt.Sprint(sn.Count)},
-		[2]string{"avg_snapshottime", javaDouble(avg)},
-		[2]string{"min_snapshottime", fmt.Sprint(sn.Min.Milliseconds())},
-		[2]string{"max_snapshottime", fmt.Sprint(sn.Max.Milliseconds())},
-		[2]string{"cnt_snapshottime", fmt.Sprint(sn.Count)},
-		[2]string{"sum_snapshottime", fmt.Sprint(sn.Sum.Milliseconds())})
-	if len(s.cfg.Peers) > 1 {
-		kv = append(kv, [2]string{"quorum_size", fmt.Sprint(len(s.cfg.Peers))})
-	}
-	if st.Mode == "leader" {
-		kv = append(kv,
-			[2]string{"learners", fmt.Sprint(st.Followers)},
-			[2]string{"followers", fmt.Sprint(st.Followers)},
-			[2]string{"synced_followers", fmt.Sprint(st.SyncedFollowers)},
-			[2]string{"pending_syncs", "0"})
-	}
-	return kv
 }
 
 // javaDouble formats v as Java's Double.toString does for ordinary values: shortest digits,

@@ -45,20 +45,34 @@ func (q *outQueue) signal() {
 // pushReply queues a reply frame. body is encoded only when h.Err is OK (error replies are
 // header-only). It reports false if the queue is closed or overflowed.
 func (q *outQueue) pushReply(h jute.ReplyHeader, body jute.Record) bool {
+	_, ok := q.pushReplySize(h, body)
+	return ok
+}
+
+// pushReplySize is pushReply that also returns the frame's size in bytes.
+func (q *outQueue) pushReplySize(h jute.ReplyHeader, body jute.Record) (int, bool) {
 	if h.Err != jute.CodeOK {
 		body = nil
 	}
-	return q.pushFrame(&h, body)
+	return q.push(&h, body)
 }
 
 // pushFrame queues one frame holding recs in order (nil records are skipped).
 func (q *outQueue) pushFrame(recs ...jute.Record) bool {
+	_, ok := q.push(recs...)
+	return ok
+}
+
+// push queues one frame holding recs and returns its size.
+func (q *outQueue) push(recs ...jute.Record) (int, bool) {
 	q.mu.Lock()
 	if q.mu.closed {
 		q.mu.Unlock()
-		return false
+		return 0, false
 	}
+	before := len(q.mu.buf)
 	q.mu.buf = jute.AppendFrame(q.mu.buf, recs...)
+	size := len(q.mu.buf) - before
 	q.mu.sentCount++
 	over := len(q.mu.buf) > q.limit
 	if over {
@@ -68,7 +82,7 @@ func (q *outQueue) pushFrame(recs ...jute.Record) bool {
 	}
 	q.mu.Unlock()
 	q.signal()
-	return !over
+	return size, !over
 }
 
 // close stops the queue. With flush, what is already queued is still written before the socket

@@ -188,6 +188,14 @@ func (c *conn) enqueue(r *request) bool {
 	select {
 	case c.reqs <- r:
 		return !r.closeAfter
+	default:
+	}
+	// MaxInFlight requests are waiting: the reader stops reading until one is answered
+	// (ZooKeeper's request throttler waits the same way).
+	c.s.m.throttleWaits.Inc()
+	select {
+	case c.reqs <- r:
+		return !r.closeAfter
 	case <-c.stopped:
 		return false
 	}
@@ -214,7 +222,7 @@ func (c *conn) executeLoop(ctx context.Context) {
 // complete answers one request; it reports false when the connection ends with it.
 func (c *conn) complete(ctx context.Context, r *request) bool {
 	s := c.s
-	defer func() { c.recordLatency(time.Since(r.arrived)) }()
+	defer func() { c.recordLatency(r.hdr.Type, r.pending != nil, time.Since(r.arrived)) }()
 	switch {
 	case r.pending != nil:
 		res, err := r.pending.Wait(ctx)

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/zkd-io/zkd/znode"
 )
 
@@ -57,7 +59,8 @@ type Server struct {
 		sync.Mutex
 		version int64
 	}
-	stats    serverStats
+	m        *serverMetrics
+	registry *prometheus.Registry
 	admin    *http.Server
 	adminLn  net.Listener
 	shutOnce sync.Once
@@ -94,7 +97,10 @@ func start(cfg Config, open func(*Server) (Consensus, error)) (*Server, error) {
 func newServer(cfg Config) *Server {
 	s := &Server{cfg: cfg, log: cfg.Logger, started: time.Now()}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.m = newServerMetrics()
+	s.registry = newRegistry(s)
 	s.watches = newWatchManager(0)
+	s.watches.fired = s.m.watchFired
 	s.mu.conns = make(map[*conn]struct{})
 	s.mu.perIP = make(map[string]int)
 	s.mu.sessions = make(map[int64]*conn)
@@ -252,9 +258,10 @@ func (s *Server) acceptLoop() {
 		if tc, ok := nc.(*net.TCPConn); ok {
 			_ = tc.SetNoDelay(true)
 		}
+		s.m.connRequests.Inc()
 		c := newConn(s, nc)
 		if reason := s.admit(c); reason != "" {
-			s.stats.connectionRejected.Add(1)
+			s.m.connRejected.Inc()
 			s.log.Debug("connection refused", "remote", c.remote, "reason", reason)
 			_ = nc.Close()
 			continue

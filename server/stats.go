@@ -1,45 +1,13 @@
 package server
 
 import (
+	"math"
 	"sort"
-	"sync/atomic"
 	"time"
 
 	"github.com/zkd-io/zkd/consensus"
 	"github.com/zkd-io/zkd/jute"
 )
-
-// serverStats are the server-wide counters, all atomics on the instance.
-type serverStats struct {
-	packetsReceived    atomic.Int64
-	packetsSent        atomic.Int64
-	bytesSent          atomic.Int64
-	authFailed         atomic.Int64
-	connectionRejected atomic.Int64
-	minLatency         atomic.Int64
-	maxLatency         atomic.Int64
-	sumLatency         atomic.Int64
-	count              atomic.Int64
-}
-
-func (st *serverStats) recordLatency(ms int64) {
-	st.sumLatency.Add(ms)
-	if n := st.count.Add(1); n == 1 || ms < st.minLatency.Load() {
-		st.minLatency.Store(ms)
-	}
-	if ms > st.maxLatency.Load() {
-		st.maxLatency.Store(ms)
-	}
-}
-
-func (st *serverStats) reset() {
-	st.packetsReceived.Store(0)
-	st.packetsSent.Store(0)
-	st.minLatency.Store(0)
-	st.maxLatency.Store(0)
-	st.sumLatency.Store(0)
-	st.count.Store(0)
-}
 
 // Stats is a point-in-time summary of a server, the source of the four-letter words, the admin
 // commands and /metrics.
@@ -56,7 +24,8 @@ type Stats struct {
 	LastZxid int64
 	// PacketsReceived and PacketsSent count client packets since start or the last srst.
 	PacketsReceived, PacketsSent int64
-	// MinLatency, AvgLatency and MaxLatency are request latencies in milliseconds.
+	// MinLatency, AvgLatency and MaxLatency are request latencies in milliseconds since start or
+	// the last srst.
 	MinLatency, MaxLatency int64
 	AvgLatency             float64
 	// Connections is the number of open client connections.
@@ -77,10 +46,11 @@ type Stats struct {
 	AuthFailed, ConnectionsRejected int64
 	// Uptime is the time since Start.
 	Uptime time.Duration
-	// Followers and SyncedFollowers are set on a leader of a cluster.
+	// Followers and SyncedFollowers are set on a leader of a cluster: its followers, and those
+	// that answered within the election timeout and are not being sent a snapshot.
 	Followers, SyncedFollowers int
-	// Snapshots counts and times the snapshots this server persisted since it started.
-	Snapshots consensus.SnapshotTimes
+	// Node is the consensus node's own figures, taken with the others.
+	Node consensus.Stats
 }
 
 // Version is the ZooKeeper version zkd presents itself as, with zkd's own suffix. The build itself
@@ -97,10 +67,8 @@ func (s *Server) Stats() Stats {
 		Serving:             s.cons.Serving(),
 		ServerID:            s.cfg.ServerID,
 		LastZxid:            v.Zxid(),
-		PacketsReceived:     s.stats.packetsReceived.Load(),
-		PacketsSent:         s.stats.packetsSent.Load(),
-		MinLatency:          s.stats.minLatency.Load(),
-		MaxLatency:          s.stats.maxLatency.Load(),
+		PacketsReceived:     s.m.packetsReceived.SinceReset(),
+		PacketsSent:         s.m.packetsSent.SinceReset(),
 		NodeCount:           v.NodeCount(),
 		WatchCount:          ws.Total,
 		WatchedPaths:        ws.Paths,
@@ -108,21 +76,24 @@ func (s *Server) Stats() Stats {
 		EphemeralCount:      v.EphemeralCount(),
 		DataSize:            v.DataSize(),
 		Sessions:            len(v.Sessions()),
-		AuthFailed:          s.stats.authFailed.Load(),
-		ConnectionsRejected: s.stats.connectionRejected.Load(),
+		AuthFailed:          s.m.authFailed.SinceReset(),
+		ConnectionsRejected: s.m.connRejected.SinceReset(),
 		Uptime:              time.Since(s.started),
+		Node:                s.cons.Stats(),
 	}
-	if n := s.stats.count.Load(); n > 0 {
-		st.AvgLatency = float64(s.stats.sumLatency.Load()) / float64(n)
-	}
+	lat := s.latency()
+	st.MinLatency, st.MaxLatency, st.AvgLatency = int64(lat.MinValue()), int64(math.Ceil(lat.MaxValue())), lat.Avg()
 	for _, c := range s.connections() {
 		st.Connections++
 		st.Outstanding += int64(len(c.reqs))
 	}
-	st.Snapshots = s.cons.Stats().Snapshots
 	if st.Mode == "leader" {
-		st.Followers = len(s.cfg.Peers) - 1
-		st.SyncedFollowers = st.Followers
+		st.Followers = len(st.Node.Followers)
+		for _, f := range st.Node.Followers {
+			if f.Synced {
+				st.SyncedFollowers++
+			}
+		}
 	}
 	return st
 }

@@ -36,6 +36,8 @@ type watchManager struct {
 		applied   int64 // zxid of the last transaction whose events were queued
 		targets   []*conn
 	}
+	// fired, when set, is told how many connections each triggering event notified.
+	fired func(typ jute.EventType, conns int)
 }
 
 func newWatchManager(applied int64) *watchManager {
@@ -203,6 +205,9 @@ func (w *watchManager) fire(zxid int64, events []znode.Event) {
 			}
 		}
 		if len(targets) > 0 {
+			if w.fired != nil {
+				w.fired(ev.Type, len(targets))
+			}
 			hdr := jute.ReplyHeader{Xid: jute.XidNotification, Zxid: zxid}
 			we := jute.WatcherEvent{Type: ev.Type, State: jute.StateSyncConnected, Path: ev.Path}
 			for _, c := range targets {

@@ -259,6 +259,28 @@ func (t Snapshot) Quantile(q float64) float64 {
 	return v / t.scale()
 }
 
+// Merge returns the figures of a and b together (both of the same unit).
+func Merge(a, b Snapshot) Snapshot {
+	out := Snapshot{unit: a.unit, Count: a.Count + b.Count, Sum: a.Sum + b.Sum, Buckets: make([]uint64, numBuckets)}
+	for i := range out.Buckets {
+		if i < len(a.Buckets) {
+			out.Buckets[i] += a.Buckets[i]
+		}
+		if i < len(b.Buckets) {
+			out.Buckets[i] += b.Buckets[i]
+		}
+	}
+	switch {
+	case a.HasMinMax && b.HasMinMax:
+		out.Min, out.Max, out.HasMinMax = min(a.Min, b.Min), max(a.Max, b.Max), true
+	case a.HasMinMax:
+		out.Min, out.Max, out.HasMinMax = a.Min, a.Max, true
+	case b.HasMinMax:
+		out.Min, out.Max, out.HasMinMax = b.Min, b.Max, true
+	}
+	return out
+}
+
 // Cumulative returns, for each bound (in the shown unit, ascending), the count of values at most
 // that bound: a Prometheus histogram's buckets. Bounds should be bucket edges, as OctaveBounds
 // returns; a bound inside a bucket counts only the buckets wholly below it.
