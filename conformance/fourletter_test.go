@@ -3,6 +3,7 @@ package conformance
 import (
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -55,6 +56,65 @@ var srvrStatLines = []string{
 	`Received: \d+`, `Sent: \d+`, `Connections: \d+`, `Outstanding: \d+`,
 	`Zxid: 0x[0-9a-f]+`, modeLine, `Node count: \d+`,
 	`Proposal sizes last/min/max: -?\d+/-?\d+/-?\d+`,
+}
+
+// mntrValues splits mntr's output into its keys and values (tab-separated, one pair a line).
+func mntrValues(t *testing.T, out string) map[string]string {
+	t.Helper()
+	m := map[string]string{}
+	for line := range strings.SplitSeq(strings.TrimSuffix(out, "\n"), "\n") {
+		k, v, ok := strings.Cut(line, "\t")
+		if !ok {
+			t.Fatalf("mntr line %q has no tab", line)
+		}
+		m[k] = v
+	}
+	return m
+}
+
+// mntrSummary returns the mntr keys of one of ZooKeeper's summaries; advanced ones have
+// percentiles too.
+func mntrSummary(name string, advanced bool) []string {
+	keys := []string{"zk_avg_" + name, "zk_min_" + name, "zk_max_" + name, "zk_cnt_" + name, "zk_sum_" + name}
+	if advanced {
+		keys = append(keys, "zk_p50_"+name, "zk_p95_"+name, "zk_p99_"+name, "zk_p999_"+name)
+	}
+	return keys
+}
+
+// mntrAgentKeys are the mntr keys that monitoring reads (Datadog's zk check, Telegraf's
+// zookeeper input, the mntr Prometheus exporters, ZooKeeper's Grafana dashboard) and that both
+// ZooKeeper 3.8 and zkd serve on every server.
+var mntrAgentKeys = func() []string {
+	keys := []string{
+		"zk_version", "zk_server_state", "zk_avg_latency", "zk_min_latency", "zk_max_latency",
+		"zk_packets_received", "zk_packets_sent", "zk_num_alive_connections", "zk_outstanding_requests",
+		"zk_znode_count", "zk_watch_count", "zk_ephemerals_count", "zk_approximate_data_size",
+		"zk_open_file_descriptor_count", "zk_max_file_descriptor_count", "zk_global_sessions",
+		"zk_local_sessions", "zk_uptime", "zk_auth_failed_count", "zk_connection_rejected",
+		"zk_bytes_received_count", "zk_response_bytes", "zk_last_client_response_size",
+		"zk_min_client_response_size", "zk_max_client_response_size", "zk_connection_request_count",
+		"zk_connection_revalidate_count", "zk_sessionless_connections_expired", "zk_stale_sessions_expired",
+		"zk_stale_requests", "zk_stale_requests_dropped", "zk_large_requests_rejected",
+		"zk_request_throttle_wait_count", "zk_looking_count", "zk_proposal_count", "zk_commit_count",
+		"zk_learner_proposal_received_count", "zk_learner_commit_received_count", "zk_snap_count",
+	}
+	for _, s := range []string{"readlatency", "updatelatency", "propagation_latency", "commit_propagation_latency",
+		"local_write_committed_time_ms"} {
+		keys = append(keys, mntrSummary(s, true)...)
+	}
+	for _, s := range []string{"fsynctime", "snapshottime", "dbinittime", "election_time", "commit_process_time",
+		"sync_processor_batch_size", "unavailable_time", "leader_unavailable_time", "follower_sync_time",
+		"node_created_watch_count", "node_deleted_watch_count", "node_changed_watch_count", "node_children_watch_count"} {
+		keys = append(keys, mntrSummary(s, false)...)
+	}
+	return keys
+}()
+
+// mntrLeaderKeys are the keys a leader serves on top of mntrAgentKeys, in ZooKeeper 3.8 and zkd.
+var mntrLeaderKeys = []string{
+	"zk_learners", "zk_synced_followers", "zk_synced_non_voting_followers", "zk_synced_observers",
+	"zk_pending_syncs", "zk_leader_uptime", "zk_last_proposal_size", "zk_min_proposal_size", "zk_max_proposal_size",
 }
 
 func TestFourLetterWords(t *testing.T) {
@@ -139,6 +199,50 @@ func TestFourLetterWords(t *testing.T) {
 			for _, key := range []string{"zk_znode_count", "zk_watch_count", "zk_ephemerals_count", "zk_num_alive_connections", "zk_packets_received"} {
 				if !regexp.MustCompile(`(?m)^` + key + `\t\d+$`).MatchString(out) {
 					t.Fatalf("mntr %s is not a plain integer:\n%s", key, out)
+				}
+			}
+		}},
+		{"mntr_serves_the_keys_agents_and_dashboards_read", func(t *testing.T, e *env) {
+			// A write first, so that a server that reports some keys only once it has seen
+			// traffic has seen some.
+			_, err := e.zk.Create(e.p("mntr"), []byte("x"), 0, zk.WorldACL(zk.PermAll))
+			must(t, "create", err)
+			m := mntrValues(t, e.flw("mntr"))
+			want := append([]string(nil), mntrAgentKeys...)
+			if !e.tg.Standalone() {
+				want = append(want, "zk_peer_state", "zk_quorum_size")
+			}
+			if m["zk_server_state"] == "leader" {
+				want = append(want, mntrLeaderKeys...)
+			}
+			for _, key := range want {
+				if _, ok := m[key]; !ok {
+					t.Errorf("mntr lacks %s", key)
+				}
+			}
+		}},
+		{"mntr_lines_parse_as_agents_parse_them", func(t *testing.T, e *env) {
+			// Telegraf fails a whole collection on a line that does not match its pattern;
+			// Datadog and the exporters read every value but the version and states as a number.
+			// ZooKeeper's per-namespace summaries are left out: their keys embed a top-level
+			// znode's name, whatever it is ("-" breaks Telegraf's pattern against ZooKeeper too).
+			telegraf := regexp.MustCompile(`^zk_(\w+)\s+([\w\.\-]+)`)
+			integer := regexp.MustCompile(`^-?\d+$`)
+			out := e.flw("mntr")
+			for line := range strings.SplitSeq(strings.TrimSuffix(out, "\n"), "\n") {
+				if k, _, _ := strings.Cut(line, "\t"); !strings.HasSuffix(k, "_per_namespace") && !telegraf.MatchString(line) {
+					t.Fatalf("mntr line %q does not match Telegraf's pattern", line)
+				}
+			}
+			for key, v := range mntrValues(t, out) {
+				switch {
+				case key == "zk_version" || key == "zk_server_state" || key == "zk_peer_state":
+				case strings.HasPrefix(key, "zk_avg_") || key == "zk_connection_drop_probability":
+					if _, err := strconv.ParseFloat(v, 64); err != nil || !strings.Contains(v, ".") {
+						t.Errorf("mntr %s = %q; want a decimal", key, v)
+					}
+				case !integer.MatchString(v):
+					t.Errorf("mntr %s = %q; want an integer", key, v)
 				}
 			}
 		}},
