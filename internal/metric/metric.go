@@ -101,8 +101,7 @@ func upperBound(i int) float64 {
 // maximum and percentiles. Observing takes a handful of atomic operations.
 type Summary struct {
 	unit    Unit
-	count   atomic.Uint64
-	sum     atomic.Uint64 // in microseconds for Millis
+	sum     atomic.Uint64 // in microseconds for Millis; the count is the buckets' total
 	min     atomic.Uint64 // the smallest value since the last reset, plus one; 0: none
 	max     atomic.Uint64 // the largest value since the last reset
 	buckets [numBuckets]atomic.Uint64
@@ -119,7 +118,6 @@ func (s *Summary) Unit() Unit { return s.unit }
 
 // Observe records v (for Millis, in microseconds).
 func (s *Summary) Observe(v uint64) {
-	s.count.Add(1)
 	s.sum.Add(v)
 	s.buckets[bucketOf(v)].Add(1)
 	for {
