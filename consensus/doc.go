@@ -84,7 +84,8 @@
 //   - Serving signal: Serving() and Config.OnServing. True on a leader once it has taken over, and
 //     on a follower that hears from its leader and completed a read index since it last stopped
 //     serving. A server closes its clients and refuses new ones while it is false.
-//   - Stats() returns counters for four-letter words and metrics.
+//   - Stats() returns counters for four-letter words and metrics; Metrics() the measurements made
+//     where the work happens (log appends and fsyncs, applies, commits, elections, snapshots).
 //
 // # zxid = Raft log index
 //
