@@ -94,9 +94,9 @@ type Node struct {
 		relayWaited  atomic.Int64
 		relayRefused atomic.Int64
 	}
-	metrics  *metrics // the measurements mntr and /metrics read (metrics.go)
-	diskFull atomic.Bool
-	announce commitNote // the leader's latest applied entry, to announce (relay.go)
+	metrics  *metrics    // the measurements mntr and /metrics read (metrics.go)
+	diskFull atomic.Bool // the data directory's disk is full (Stats.DiskFull); set by disk-full detection
+	announce commitNote  // the leader's latest applied entry, to announce (relay.go)
 	relay    *relay
 	snap     chan struct{} // the FSM asks for a snapshot (SnapshotBytes)
 
