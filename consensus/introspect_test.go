@@ -8,8 +8,8 @@ import (
 )
 
 // TestSessionActivity checks what the tracker reports about sessions: the creation time the
-// leader stamped, kept across a new leader's reset; the last touch and the owner only on a
-// leader; zero values for sessions it does not know.
+// leader stamped and the last sign of life, kept across a new leader's reset; the last touch and
+// the owner only on a leader; zero values for sessions it does not know.
 func TestSessionActivity(t *testing.T) {
 	tr := newSessionTracker()
 	born := time.UnixMilli(1_000_000)
@@ -29,12 +29,17 @@ func TestSessionActivity(t *testing.T) {
 	if got := tr.activity([]int64{7}, false)[0]; got != (SessionActivity{Created: born}) {
 		t.Errorf("follower's view: %+v; want only the creation time", got)
 	}
-	// A new leader keeps the creation time but has heard no touch yet; a session that came with
-	// a snapshot has no known creation time.
+	// A new leader keeps what was known (but not the owner, which it learns anew); a session
+	// that came with a snapshot has no known creation time or activity.
 	tr.reset([]znode.Session{{ID: 7, Timeout: 10000}, {ID: 8, Timeout: 10000}}, t0.Add(time.Minute))
 	got = tr.activity([]int64{7, 8}, true)
-	if got[0] != (SessionActivity{Created: born}) || got[1] != (SessionActivity{}) {
+	if got[0] != (SessionActivity{Created: born, LastTouch: t0.Add(3 * time.Second)}) || got[1] != (SessionActivity{}) {
 		t.Errorf("after reset: %+v", got)
+	}
+	// Creating a session is a sign of life.
+	tr.created(9, 10000, t0, born)
+	if got := tr.activity([]int64{9}, true)[0]; got != (SessionActivity{Created: born, LastTouch: born}) {
+		t.Errorf("new session: %+v; want created and last heard of at its creation", got)
 	}
 }
 

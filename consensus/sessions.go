@@ -32,8 +32,8 @@ type liveness struct {
 	deadline time.Time
 	closing  bool // an expiry proposal for it is under way
 	// born is when the leader created the session (the time it stamped into the createSession
-	// entry); zero when this node learnt of the session from a snapshot. touched is the last
-	// touch this node received (a leader's only; zero until the first one).
+	// entry); zero when this node learnt of the session from a snapshot. touched is the last sign
+	// of life this node knows of: the creation, then the touches it received as leader.
 	born, touched time.Time
 }
 
@@ -53,7 +53,8 @@ func (t *sessionTracker) created(id int64, timeoutMs int32, now, born time.Time)
 	defer t.mu.Unlock()
 	if _, ok := t.mu.sessions[id]; !ok {
 		d := msDuration(timeoutMs)
-		t.mu.sessions[id] = &liveness{timeout: d, deadline: now.Add(d), born: born}
+		// Creating its session is the client's first sign of life.
+		t.mu.sessions[id] = &liveness{timeout: d, deadline: now.Add(d), born: born, touched: born}
 	}
 }
 
@@ -82,7 +83,8 @@ func (t *sessionTracker) reset(sessions []znode.Session, now time.Time) {
 	defer t.mu.Unlock()
 	for id, l := range m {
 		if old, ok := t.mu.sessions[id]; ok {
-			l.born = old.born // a creation time, once known, stays true
+			// A creation time, once known, stays true, and so does a sign of life heard.
+			l.born, l.touched = old.born, old.touched
 		}
 	}
 	t.mu.sessions = m
@@ -165,9 +167,10 @@ type SessionActivity struct {
 	// Created is when the leader created the session, from the time it stamped into the
 	// createSession entry. Zero when unknown: the node learnt of the session from a snapshot.
 	Created time.Time
-	// LastTouch is when the leader last heard that the session's client was alive: any request
-	// or ping, on any server (other servers report in batches every TickTime/2). Zero on a
-	// follower, and on a new leader until the session's first touch reaches it.
+	// LastTouch is when the leader last heard that the session's client was alive: its creation,
+	// then any request or ping, on any server (other servers report in batches every
+	// TickTime/2). Zero on a follower, and for a session a new leader learnt of from a snapshot
+	// until the session's first touch reaches it.
 	LastTouch time.Time
 	// Server is the id of the server the session's client is attached to, as the leader records
 	// it. Empty on a follower, or when the leader has not seen the session attach or write.
