@@ -95,6 +95,10 @@ type Config struct {
 	AdminCommandURL string
 	// EnablePprof serves net/http/pprof under /debug/pprof/ on the admin server.
 	EnablePprof bool
+	// SlowRequestThreshold logs, at WARN, every request that takes longer than this from
+	// arrival to its reply leaving for the socket, with where the time went (zoo.cfg's
+	// zkd.slowRequestThresholdMs). The log is rate-limited. Zero means 1s; negative turns it off.
+	SlowRequestThreshold time.Duration
 
 	// ExtendedTypesEnabled allows TTL nodes (zookeeper.extendedTypesEnabled). False means a
 	// createTTL is answered Unimplemented, as ZooKeeper does by default.
@@ -169,6 +173,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.AdminCommandURL == "" {
 		c.AdminCommandURL = "/commands"
+	}
+	if c.SlowRequestThreshold == 0 {
+		c.SlowRequestThreshold = time.Second
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

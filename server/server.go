@@ -58,6 +58,7 @@ type Server struct {
 		version int64
 	}
 	stats    serverStats
+	slow     *slowLog
 	admin    *http.Server
 	adminLn  net.Listener
 	shutOnce sync.Once
@@ -93,6 +94,7 @@ func start(cfg Config, open func(*Server) (Consensus, error)) (*Server, error) {
 
 func newServer(cfg Config) *Server {
 	s := &Server{cfg: cfg, log: cfg.Logger, started: time.Now()}
+	s.slow = newSlowLog(cfg.SlowRequestThreshold, cfg.Logger)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.watches = newWatchManager(0)
 	s.mu.conns = make(map[*conn]struct{})
@@ -357,6 +359,7 @@ func (s *Server) housekeeping() {
 			return
 		case <-t.C:
 		}
+		s.slow.flush(time.Now())
 		if !s.cons.Serving() {
 			s.servingChanged(false)
 			if since := s.notServingSince.Load(); since != 0 && time.Since(time.Unix(0, since)) >= s.cfg.TickTime {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -136,7 +137,11 @@ func parseServerLine(key, v string) (serverLine, error) {
 func parseZooCfg(r io.Reader, log *slog.Logger) (settings, error) {
 	st := defaultSettings()
 	st.cfg.Dir = ""
-	props, err := readProperties(r)
+	text, err := io.ReadAll(r)
+	if err != nil {
+		return st, fmt.Errorf("zoo.cfg: %w", err)
+	}
+	props, err := readProperties(bytes.NewReader(text))
 	if err != nil {
 		return st, fmt.Errorf("zoo.cfg: %w", err)
 	}
@@ -290,6 +295,16 @@ func parseZooCfg(r io.Reader, log *slog.Logger) (settings, error) {
 				return st, err
 			}
 			cfg.SessionlessTimeout = time.Duration(n) * time.Millisecond
+		case k == "zkd.slowRequestThresholdMs":
+			// zkd's own: requests slower than this many milliseconds are logged; 0 turns it off.
+			n, err := nonNegativeInt(key, v)
+			if err != nil {
+				return st, err
+			}
+			cfg.SlowRequestThreshold = time.Duration(n) * time.Millisecond
+			if n == 0 {
+				cfg.SlowRequestThreshold = -1
+			}
 		case k == "standaloneEnabled":
 			if _, err := boolValue(key, v); err != nil {
 				return st, err

@@ -105,3 +105,19 @@ func TestParseZooCfgSnapshotTriggers(t *testing.T) {
 		t.Errorf("a bad snapSizeLimitInKb gave %v", err)
 	}
 }
+
+func TestParseZooCfgSlowRequestThreshold(t *testing.T) {
+	dir := t.TempDir()
+	st, err := parseZooCfg(strings.NewReader("dataDir="+dir+"\nclientPort=2181\nzkd.slowRequestThresholdMs=250\n"), slog.New(slog.DiscardHandler))
+	if err != nil || st.cfg.SlowRequestThreshold != 250*time.Millisecond {
+		t.Errorf("zkd.slowRequestThresholdMs=250: %v, %v", st.cfg.SlowRequestThreshold, err)
+	}
+	// 0 turns the slow-request log off; the default (no key) is the server's.
+	st, err = parseZooCfg(strings.NewReader("dataDir="+dir+"\nclientPort=2181\nzkd.slowRequestThresholdMs=0\n"), slog.New(slog.DiscardHandler))
+	if err != nil || st.cfg.SlowRequestThreshold >= 0 {
+		t.Errorf("zkd.slowRequestThresholdMs=0: %v, %v; want a negative (off) threshold", st.cfg.SlowRequestThreshold, err)
+	}
+	if _, err := parseZooCfg(strings.NewReader("dataDir="+dir+"\nclientPort=2181\nzkd.slowRequestThresholdMs=-1\n"), slog.New(slog.DiscardHandler)); err == nil {
+		t.Error("zkd.slowRequestThresholdMs=-1 accepted")
+	}
+}
