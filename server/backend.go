@@ -44,6 +44,9 @@ type Consensus interface {
 	RemoveServer(ctx context.Context, id string) error
 	// Stats returns the consensus figures for mntr, metrics and admin commands.
 	Stats() consensus.Stats
+	// SessionActivity returns what is known of each session in ids besides the replicated
+	// table (creation time; on the leader, last touch and attached server), for the lock report.
+	SessionActivity(ids []int64) []consensus.SessionActivity
 	// Shutdown stops it and releases what it holds.
 	Shutdown() error
 }

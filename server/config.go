@@ -99,6 +99,10 @@ type Config struct {
 	// arrival to its reply leaving for the socket, with where the time went (zoo.cfg's
 	// zkd.slowRequestThresholdMs). The log is rate-limited. Zero means 1s; negative turns it off.
 	SlowRequestThreshold time.Duration
+	// HerdWatchThreshold is how many of this server's sessions must watch one node (or one
+	// node's children) for the lock report (the locks admin command, lcks) to list it as a
+	// herd risk (zoo.cfg's zkd.herdWatchThreshold). Zero means 10.
+	HerdWatchThreshold int
 
 	// ExtendedTypesEnabled allows TTL nodes (zookeeper.extendedTypesEnabled). False means a
 	// createTTL is answered Unimplemented, as ZooKeeper does by default.
@@ -128,13 +132,13 @@ type Config struct {
 // nil: every command that only reads, so monitoring works out of the box (ZooKeeper's own default
 // of srvr alone breaks most monitoring tools). crst and srst, which reset counters, are left out.
 func DefaultFourLetterWords() []string {
-	return []string{"ruok", "srvr", "stat", "mntr", "conf", "cons", "envi", "wchs", "wchc", "wchp", "dump", "dirs", "isro"}
+	return []string{"ruok", "srvr", "stat", "mntr", "conf", "cons", "envi", "wchs", "wchc", "wchp", "dump", "dirs", "isro", "lcks"}
 }
 
 // allFourLetterWords is every four-letter word the server knows.
 var allFourLetterWords = []string{
 	"ruok", "srvr", "stat", "mntr", "conf", "cons", "crst", "srst", "envi", "wchs", "wchc", "wchp",
-	"dump", "dirs", "isro", "gtmk", "stmk",
+	"dump", "dirs", "isro", "gtmk", "stmk", "lcks",
 }
 
 func (c Config) withDefaults() Config {
@@ -177,6 +181,9 @@ func (c Config) withDefaults() Config {
 	if c.SlowRequestThreshold == 0 {
 		c.SlowRequestThreshold = time.Second
 	}
+	if c.HerdWatchThreshold == 0 {
+		c.HerdWatchThreshold = 10
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -206,6 +213,8 @@ func (c Config) Validate() error {
 		return errors.New("server: config: negative SessionlessTimeout")
 	case c.ServerID < 0:
 		return errors.New("server: config: negative ServerID")
+	case c.HerdWatchThreshold < 0:
+		return errors.New("server: config: negative HerdWatchThreshold")
 	}
 	if c.SuperDigest != "" && !strings.HasPrefix(c.SuperDigest, "super:") {
 		return errors.New(`server: config: SuperDigest must look like "super:<base64 sha1>"`)

@@ -136,7 +136,7 @@ func (s *Server) fourLetterOutput(word string) string {
 	case "dump":
 		return s.dump()
 	}
-	return ""
+	return s.moreFourLetterOutput(word)
 }
 
 func (s *Server) srvr(withClients bool) string {

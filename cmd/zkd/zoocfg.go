@@ -305,6 +305,10 @@ func parseZooCfg(r io.Reader, log *slog.Logger) (settings, error) {
 			if n == 0 {
 				cfg.SlowRequestThreshold = -1
 			}
+		case k == "zkd.herdWatchThreshold":
+			if cfg.HerdWatchThreshold, err = positiveInt(key, v); err != nil {
+				return st, err
+			}
 		case k == "standaloneEnabled":
 			if _, err := boolValue(key, v); err != nil {
 				return st, err

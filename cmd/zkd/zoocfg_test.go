@@ -121,3 +121,14 @@ func TestParseZooCfgSlowRequestThreshold(t *testing.T) {
 		t.Error("zkd.slowRequestThresholdMs=-1 accepted")
 	}
 }
+
+func TestParseZooCfgHerdWatchThreshold(t *testing.T) {
+	dir := t.TempDir()
+	st, err := parseZooCfg(strings.NewReader("dataDir="+dir+"\nclientPort=2181\nzkd.herdWatchThreshold=25\n"), slog.New(slog.DiscardHandler))
+	if err != nil || st.cfg.HerdWatchThreshold != 25 {
+		t.Errorf("zkd.herdWatchThreshold=25: %v, %v", st.cfg.HerdWatchThreshold, err)
+	}
+	if _, err := parseZooCfg(strings.NewReader("dataDir="+dir+"\nclientPort=2181\nzkd.herdWatchThreshold=0\n"), slog.New(slog.DiscardHandler)); err == nil {
+		t.Error("zkd.herdWatchThreshold=0 accepted")
+	}
+}
