@@ -94,9 +94,9 @@ func (s *Server) serveCommandList(w http.ResponseWriter, _ *http.Request) {
 	}
 }
 
-// serveCommand answers /commands/<name> with a JSON object ending in "command" and "error", as
-// ZooKeeper's AdminServer does (HTTP 200 even for an unknown command). The query string holds the
-// command's arguments.
+// serveCommand answers /commands/<name> with a JSON object ending in "command" (the primary
+// name of the command an alias names) and "error", as ZooKeeper's AdminServer does (HTTP 200 even
+// for an unknown command). The query string holds the command's arguments.
 func (s *Server) serveCommand(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	out := map[string]any{}
@@ -104,11 +104,12 @@ func (s *Server) serveCommand(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case !ok:
 		out["error"] = "Unknown command: " + name
+		primary = name
 	case s.fillMoreCommand(primary, r.URL.Query(), out):
 	default:
 		s.fillCommand(primary, out)
 	}
-	out["command"] = name
+	out["command"] = primary
 	if _, set := out["error"]; !set {
 		out["error"] = nil
 	}
