@@ -95,6 +95,10 @@ type Config struct {
 	AdminCommandURL string
 	// EnablePprof serves net/http/pprof under /debug/pprof/ on the admin server.
 	EnablePprof bool
+	// InitialConfig is the text of the configuration file the server was started from, as the
+	// initial_configuration admin command shows it. Empty means none (an embedded server).
+	InitialConfig string
+
 	// SlowRequestThreshold logs, at WARN, every request that takes longer than this from
 	// arrival to its reply leaving for the socket, with where the time went (zoo.cfg's
 	// zkd.slowRequestThresholdMs). The log is rate-limited. Zero means 1s; negative turns it off.
@@ -130,7 +134,8 @@ type Config struct {
 
 // DefaultFourLetterWords returns the four-letter words enabled when Config.FourLetterWords is
 // nil: every command that only reads, so monitoring works out of the box (ZooKeeper's own default
-// of srvr alone breaks most monitoring tools). crst and srst, which reset counters, are left out.
+// of srvr alone breaks most monitoring tools). crst and srst, which reset counters, stmk, which
+// sets the trace mask, and hash, which reads the whole tree, are left out.
 func DefaultFourLetterWords() []string {
 	return []string{"ruok", "srvr", "stat", "mntr", "conf", "cons", "envi", "wchs", "wchc", "wchp", "dump", "dirs", "isro", "lcks"}
 }
@@ -138,7 +143,7 @@ func DefaultFourLetterWords() []string {
 // allFourLetterWords is every four-letter word the server knows.
 var allFourLetterWords = []string{
 	"ruok", "srvr", "stat", "mntr", "conf", "cons", "crst", "srst", "envi", "wchs", "wchc", "wchp",
-	"dump", "dirs", "isro", "gtmk", "stmk", "lcks",
+	"dump", "dirs", "isro", "gtmk", "stmk", "lcks", "hash",
 }
 
 func (c Config) withDefaults() Config {

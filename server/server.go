@@ -59,6 +59,7 @@ type Server struct {
 	}
 	stats    serverStats
 	slow     *slowLog
+	intro    introspection // admin_commands.go
 	admin    *http.Server
 	adminLn  net.Listener
 	shutOnce sync.Once
@@ -95,6 +96,7 @@ func start(cfg Config, open func(*Server) (Consensus, error)) (*Server, error) {
 func newServer(cfg Config) *Server {
 	s := &Server{cfg: cfg, log: cfg.Logger, started: time.Now()}
 	s.slow = newSlowLog(cfg.SlowRequestThreshold, cfg.Logger)
+	s.intro.traceMask.Store(defaultTraceMask)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.watches = newWatchManager(0)
 	s.mu.conns = make(map[*conn]struct{})

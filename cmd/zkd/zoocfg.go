@@ -146,6 +146,7 @@ func parseZooCfg(r io.Reader, log *slog.Logger) (settings, error) {
 		return st, fmt.Errorf("zoo.cfg: %w", err)
 	}
 	cfg := &st.cfg
+	cfg.InitialConfig = redactSecrets(string(text))
 	var (
 		clientPort, clientAddr string
 		adminAddr, adminPort   = "0.0.0.0", "8080"
@@ -366,6 +367,25 @@ func parseZooCfg(r io.Reader, log *slog.Logger) (settings, error) {
 		cfg.AdminAddr = net.JoinHostPort(adminAddr, adminPort)
 	}
 	return st, nil
+}
+
+// redactSecrets returns a zoo.cfg's text with the values of its secrets (the super digest, any
+// password) replaced, for the initial_configuration admin command, which anyone who reaches the
+// admin port may read.
+func redactSecrets(text string) string {
+	var b strings.Builder
+	for line := range strings.Lines(text) {
+		t := strings.TrimSpace(line)
+		if i := strings.IndexAny(t, "=:"); i > 0 && t[0] != '#' && t[0] != '!' {
+			k := strings.ToLower(strings.TrimSpace(t[:i]))
+			if strings.HasSuffix(k, "superdigest") || strings.Contains(k, "password") {
+				b.WriteString(strings.TrimSpace(t[:i]) + "=(redacted)\n")
+				continue
+			}
+		}
+		b.WriteString(line)
+	}
+	return b.String()
 }
 
 // readMyID reads dataDir/myid.

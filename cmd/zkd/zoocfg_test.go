@@ -132,3 +132,21 @@ func TestParseZooCfgHerdWatchThreshold(t *testing.T) {
 		t.Error("zkd.herdWatchThreshold=0 accepted")
 	}
 }
+
+// The file's text becomes the initial_configuration admin command's answer, with its secrets
+// redacted: anyone who reaches the admin port may read it.
+func TestParseZooCfgInitialConfig(t *testing.T) {
+	dir := t.TempDir()
+	cfg := "dataDir=" + dir + "\nclientPort=2181\n# a comment: password=kept\n" +
+		"DigestAuthenticationProvider.superDigest=super:D/InIHSb7yEEbrWz8b9l71RjZJU=\n" +
+		"ssl.keyStore.password: s3cret\n"
+	st, err := parseZooCfg(strings.NewReader(cfg), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "dataDir=" + dir + "\nclientPort=2181\n# a comment: password=kept\n" +
+		"DigestAuthenticationProvider.superDigest=(redacted)\nssl.keyStore.password=(redacted)\n"
+	if st.cfg.InitialConfig != want {
+		t.Errorf("InitialConfig =\n%s\nwant\n%s", st.cfg.InitialConfig, want)
+	}
+}
