@@ -151,7 +151,7 @@ func (f *fsm) applyTxn(zxid int64, c *command) *znode.Result {
 	if f.sessions != nil && r.Err == nil {
 		switch q := req.(type) {
 		case *znode.CreateSession:
-			f.sessions.created(q.ID, q.Timeout, time.Now())
+			f.sessions.created(q.ID, q.Timeout, time.Now(), time.UnixMilli(c.time))
 		case *znode.CloseSessions:
 			f.sessions.closed(q.IDs)
 		case nil:

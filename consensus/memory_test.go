@@ -16,8 +16,8 @@ import (
 func TestSessionTrackerDeadlines(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	tr := newSessionTracker()
-	tr.created(1, 4000, t0)
-	tr.created(2, 10000, t0)
+	tr.created(1, 4000, t0, time.Time{})
+	tr.created(2, 10000, t0, time.Time{})
 	if got := tr.expire(t0.Add(4 * time.Second)); len(got) != 0 {
 		t.Fatalf("expired at the deadline itself: %v", got)
 	}

@@ -58,6 +58,7 @@ type Node struct {
 	self   raft.ServerAddress // where this node dials its own Raft transport (relay.go)
 	logs   raft.LogStore
 	store  io.Closer // the durable log and stable store; nil in memory
+	snaps  raft.SnapshotStore
 	notify chan bool
 
 	seq     atomic.Uint64
@@ -235,6 +236,7 @@ func (n *Node) open() error {
 		}
 		snaps = fss
 	}
+	n.snaps = snaps
 	last, err := logs.LastIndex()
 	if err != nil {
 		return fmt.Errorf("consensus: read log: %w", err)

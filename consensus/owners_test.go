@@ -12,7 +12,7 @@ import (
 // refused, and a new leader (reset) or the session's close forgets the owner.
 func TestSessionOwnership(t *testing.T) {
 	tr := newSessionTracker()
-	tr.created(7, 10000, time.Unix(0, 0))
+	tr.created(7, 10000, time.Unix(0, 0), time.Time{})
 	tr.claim(7, "a")
 	if !tr.owns(7, "a") {
 		t.Fatal("owner a refused")

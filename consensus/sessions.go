@@ -31,6 +31,10 @@ type liveness struct {
 	timeout  time.Duration
 	deadline time.Time
 	closing  bool // an expiry proposal for it is under way
+	// born is when the leader created the session (the time it stamped into the createSession
+	// entry); zero when this node learnt of the session from a snapshot. touched is the last sign
+	// of life this node knows of: the creation, then the touches it received as leader.
+	born, touched time.Time
 }
 
 func newSessionTracker() *sessionTracker {
@@ -42,13 +46,15 @@ func newSessionTracker() *sessionTracker {
 
 func msDuration(ms int32) time.Duration { return time.Duration(ms) * time.Millisecond }
 
-// created records a session the FSM just created, with a full timeout from now.
-func (t *sessionTracker) created(id int64, timeoutMs int32, now time.Time) {
+// created records a session the FSM just created, with a full timeout from now; born is the
+// creation time the leader stamped into the entry.
+func (t *sessionTracker) created(id int64, timeoutMs int32, now, born time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if _, ok := t.mu.sessions[id]; !ok {
 		d := msDuration(timeoutMs)
-		t.mu.sessions[id] = &liveness{timeout: d, deadline: now.Add(d)}
+		// Creating its session is the client's first sign of life.
+		t.mu.sessions[id] = &liveness{timeout: d, deadline: now.Add(d), born: born, touched: born}
 	}
 }
 
@@ -75,6 +81,12 @@ func (t *sessionTracker) reset(sessions []znode.Session, now time.Time) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	for id, l := range m {
+		if old, ok := t.mu.sessions[id]; ok {
+			// A creation time, once known, stays true, and so does a sign of life heard.
+			l.born, l.touched = old.born, old.touched
+		}
+	}
 	t.mu.sessions = m
 	t.mu.owners = make(map[int64]string)
 }
@@ -110,6 +122,9 @@ func (t *sessionTracker) touch(id int64, now time.Time) bool {
 	if d := now.Add(s.timeout); d.After(s.deadline) {
 		s.deadline = d
 	}
+	if now.After(s.touched) {
+		s.touched = now
+	}
 	return true
 }
 
@@ -144,4 +159,41 @@ func (t *sessionTracker) len() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return len(t.mu.sessions)
+}
+
+// SessionActivity is what a node knows of a session besides the replicated session table: for
+// introspection (the server's lock report), never for decisions.
+type SessionActivity struct {
+	// Created is when the leader created the session, from the time it stamped into the
+	// createSession entry. Zero when unknown: the node learnt of the session from a snapshot.
+	Created time.Time
+	// LastTouch is when the leader last heard that the session's client was alive: its creation,
+	// then any request or ping, on any server (other servers report in batches every
+	// TickTime/2). Zero on a follower, and for a session a new leader learnt of from a snapshot
+	// until the session's first touch reaches it.
+	LastTouch time.Time
+	// Server is the id of the server the session's client is attached to, as the leader records
+	// it. Empty on a follower, or when the leader has not seen the session attach or write.
+	Server string
+}
+
+// activity returns what the tracker knows of each session in ids, in the same order; unknown
+// sessions get the zero value. Liveness and ownership are reported only when leader is set: a
+// follower's copies are never fed.
+func (t *sessionTracker) activity(ids []int64, leader bool) []SessionActivity {
+	out := make([]SessionActivity, len(ids))
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i, id := range ids {
+		l, ok := t.mu.sessions[id]
+		if !ok {
+			continue
+		}
+		out[i].Created = l.born
+		if leader {
+			out[i].LastTouch = l.touched
+			out[i].Server = t.mu.owners[id]
+		}
+	}
+	return out
 }

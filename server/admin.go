@@ -81,9 +81,11 @@ var adminCommands = map[string]string{
 
 func (s *Server) serveCommandList(w http.ResponseWriter, _ *http.Request) {
 	var names []string
-	for k, v := range adminCommands {
-		if k == v {
-			names = append(names, k)
+	for _, m := range []map[string]string{adminCommands, moreAdminCommands} {
+		for k, v := range m {
+			if k == v {
+				names = append(names, k)
+			}
 		}
 	}
 	sort.Strings(names)
@@ -94,19 +96,22 @@ func (s *Server) serveCommandList(w http.ResponseWriter, _ *http.Request) {
 	}
 }
 
-// serveCommand answers /commands/<name> with a JSON object ending in "command" and "error", as
-// ZooKeeper's AdminServer does (HTTP 200 even for an unknown command).
+// serveCommand answers /commands/<name> with a JSON object ending in "command" (the primary
+// name of the command an alias names) and "error", as ZooKeeper's AdminServer does (HTTP 200 even
+// for an unknown command). The query string holds the command's arguments.
 func (s *Server) serveCommand(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	out := map[string]any{}
-	primary, ok := adminCommands[name]
+	primary, ok := adminCommand(name)
 	switch {
 	case !ok:
 		out["error"] = "Unknown command: " + name
+		primary = name
+	case s.fillMoreCommand(primary, r.URL.Query(), out):
 	default:
 		s.fillCommand(primary, out)
 	}
-	out["command"] = name
+	out["command"] = primary
 	if _, set := out["error"]; !set {
 		out["error"] = nil
 	}

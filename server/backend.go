@@ -48,6 +48,11 @@ type Consensus interface {
 	// Metrics returns consensus' measurements (fsync, apply, elections, ...), which mntr and
 	// /metrics list after the server's own.
 	Metrics() *metric.Set
+	// SessionActivity returns what is known of each session in ids besides the replicated
+	// table (creation time; on the leader, last touch and attached server), for the lock report.
+	SessionActivity(ids []int64) []consensus.SessionActivity
+	// LastSnapshot returns the newest snapshot in the store (last_snapshot); ok is false if none.
+	LastSnapshot() (info consensus.SnapshotInfo, ok bool, err error)
 	// Shutdown stops it and releases what it holds.
 	Shutdown() error
 }

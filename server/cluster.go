@@ -19,7 +19,8 @@ type Cluster struct {
 
 // StartCluster starts n servers that form one cluster. cfg is the template for every member:
 // its Addr, Listener, PeerAddr, PeerListener, ServerID, Peers and AdminListener are chosen per
-// member (loopback, free ports); a non-empty Dir gets one subdirectory per member ("1", "2", ...).
+// member (loopback, free ports; with a non-empty AdminAddr, every member gets an admin server on
+// a free loopback port); a non-empty Dir gets one subdirectory per member ("1", "2", ...).
 // It returns once every member is started; the cluster elects a leader on its own (Wait for
 // Serving if a test needs it).
 func StartCluster(cfg Config, n int) (*Cluster, error) {
@@ -62,6 +63,9 @@ func StartCluster(cfg Config, n int) (*Cluster, error) {
 		mc.Listener = clientLns[i]
 		mc.PeerListener = peerLns[i]
 		mc.Addr, mc.PeerAddr, mc.AdminAddr, mc.AdminListener = "", "", "", nil
+		if cfg.AdminAddr != "" {
+			mc.AdminAddr = "127.0.0.1:0" // an admin server on each member
+		}
 		if cfg.Dir != "" {
 			mc.Dir = filepath.Join(cfg.Dir, strconv.Itoa(i+1))
 		}

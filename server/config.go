@@ -95,6 +95,18 @@ type Config struct {
 	AdminCommandURL string
 	// EnablePprof serves net/http/pprof under /debug/pprof/ on the admin server.
 	EnablePprof bool
+	// InitialConfig is the text of the configuration file the server was started from, as the
+	// initial_configuration admin command shows it. Empty means none (an embedded server).
+	InitialConfig string
+
+	// SlowRequestThreshold logs, at WARN, every request that takes longer than this from
+	// arrival to its reply leaving for the socket, with where the time went (zoo.cfg's
+	// zkd.slowRequestThresholdMs). The log is rate-limited. Zero means 1s; negative turns it off.
+	SlowRequestThreshold time.Duration
+	// HerdWatchThreshold is how many of this server's sessions must watch one node (or one
+	// node's children) for the lock report (the locks admin command, lcks) to list it as a
+	// herd risk (zoo.cfg's zkd.herdWatchThreshold). Zero means 10.
+	HerdWatchThreshold int
 
 	// ExtendedTypesEnabled allows TTL nodes (zookeeper.extendedTypesEnabled). False means a
 	// createTTL is answered Unimplemented, as ZooKeeper does by default.
@@ -122,15 +134,16 @@ type Config struct {
 
 // DefaultFourLetterWords returns the four-letter words enabled when Config.FourLetterWords is
 // nil: every command that only reads, so monitoring works out of the box (ZooKeeper's own default
-// of srvr alone breaks most monitoring tools). crst and srst, which reset counters, are left out.
+// of srvr alone breaks most monitoring tools). crst and srst, which reset counters, stmk, which
+// sets the trace mask, and hash, which reads the whole tree, are left out.
 func DefaultFourLetterWords() []string {
-	return []string{"ruok", "srvr", "stat", "mntr", "conf", "cons", "envi", "wchs", "wchc", "wchp", "dump", "dirs", "isro"}
+	return []string{"ruok", "srvr", "stat", "mntr", "conf", "cons", "envi", "wchs", "wchc", "wchp", "dump", "dirs", "isro", "lcks"}
 }
 
 // allFourLetterWords is every four-letter word the server knows.
 var allFourLetterWords = []string{
 	"ruok", "srvr", "stat", "mntr", "conf", "cons", "crst", "srst", "envi", "wchs", "wchc", "wchp",
-	"dump", "dirs", "isro", "gtmk", "stmk",
+	"dump", "dirs", "isro", "gtmk", "stmk", "lcks", "hash",
 }
 
 func (c Config) withDefaults() Config {
@@ -170,6 +183,12 @@ func (c Config) withDefaults() Config {
 	if c.AdminCommandURL == "" {
 		c.AdminCommandURL = "/commands"
 	}
+	if c.SlowRequestThreshold == 0 {
+		c.SlowRequestThreshold = time.Second
+	}
+	if c.HerdWatchThreshold == 0 {
+		c.HerdWatchThreshold = 10
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -199,6 +218,8 @@ func (c Config) Validate() error {
 		return errors.New("server: config: negative SessionlessTimeout")
 	case c.ServerID < 0:
 		return errors.New("server: config: negative ServerID")
+	case c.HerdWatchThreshold < 0:
+		return errors.New("server: config: negative HerdWatchThreshold")
 	}
 	if c.SuperDigest != "" && !strings.HasPrefix(c.SuperDigest, "super:") {
 		return errors.New(`server: config: SuperDigest must look like "super:<base64 sha1>"`)

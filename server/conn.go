@@ -55,6 +55,9 @@ type conn struct {
 	// the like); readsDone is signalled after each. Writes wait for it to reach zero.
 	readsQueued atomic.Int32
 	readsDone   chan struct{}
+	// timing is the request the executor is answering while the slow-request log is on: reply
+	// hands it to the writer with its reply. Only the executor touches it.
+	timing *request
 
 	stopOnce sync.Once
 
@@ -160,7 +163,11 @@ func (c *conn) serve(ctx context.Context) {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		_ = c.out.writeLoop(c.nc, c.s.cfg.MaxSessionTimeout, func(n int) { c.s.m.bytesSent.Add(int64(n)) })
+		var written func([]*request, time.Time)
+		if c.s.slow.on() {
+			written = c.replyWritten
+		}
+		_ = c.out.writeLoop(c.nc, c.s.cfg.MaxSessionTimeout, func(n int) { c.s.m.bytesSent.Add(int64(n)) }, written)
 		c.abort(errClosedByServer)
 		cancel()
 	})

@@ -8,9 +8,15 @@ import (
 	"github.com/zkd-io/zkd/jute"
 )
 
-// reply queues a reply for xid and counts it.
+// reply queues a reply for xid and counts it. The reply to the request the executor is timing
+// for the slow-request log is queued with it, so the writer can tell when it left.
 func (c *conn) reply(xid int32, zxid int64, code jute.Code, body jute.Record) {
-	size, ok := c.out.pushReplySize(jute.ReplyHeader{Xid: xid, Zxid: zxid, Err: code}, body)
+	timed := c.timing
+	if timed != nil {
+		timed.answered = time.Since(timed.arrived)
+		c.timing = nil
+	}
+	size, ok := c.out.pushReply(jute.ReplyHeader{Xid: xid, Zxid: zxid, Err: code}, body, timed)
 	if !ok {
 		c.abort(errSlowConsumer)
 		return

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"os"
@@ -46,6 +47,7 @@ func (c *conn) fourLetterWord(_ context.Context, word string) error {
 		if _, err := io.ReadFull(c.br, mask[:]); err != nil {
 			return err
 		}
+		s.intro.traceMask.Store(int64(binary.BigEndian.Uint64(mask[:])))
 		out = s.fourLetterOutput(word)
 	default:
 		out = s.fourLetterOutput(word)
@@ -66,7 +68,7 @@ func (s *Server) fourLetterOutput(word string) string {
 	case "isro":
 		return "rw"
 	case "gtmk", "stmk":
-		return "306"
+		return strconv.FormatInt(s.intro.traceMask.Load(), 10)
 	case "envi":
 		return s.envi()
 	case "conf":
@@ -136,7 +138,7 @@ func (s *Server) fourLetterOutput(word string) string {
 	case "dump":
 		return s.dump()
 	}
-	return ""
+	return s.moreFourLetterOutput(word)
 }
 
 func (s *Server) srvr(withClients bool) string {

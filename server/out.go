@@ -26,6 +26,9 @@ type outQueue struct {
 		finish    bool  // close the socket once what is queued is written
 		err       error // why the queue was closed
 		sentCount int64 // frames queued
+		// timed are the requests whose replies are in buf and are timed for the slow-request
+		// log; the writer hands them back once buf is written.
+		timed []*request
 	}
 	limit int
 	wake  chan struct{}
@@ -43,28 +46,24 @@ func (q *outQueue) signal() {
 }
 
 // pushReply queues a reply frame. body is encoded only when h.Err is OK (error replies are
-// header-only). It reports false if the queue is closed or overflowed.
-func (q *outQueue) pushReply(h jute.ReplyHeader, body jute.Record) bool {
-	_, ok := q.pushReplySize(h, body)
-	return ok
-}
-
-// pushReplySize is pushReply that also returns the frame's size in bytes.
-func (q *outQueue) pushReplySize(h jute.ReplyHeader, body jute.Record) (int, bool) {
+// header-only). timed, if not nil, is the request it answers, to be handed to the writer's
+// written callback once the reply is on the socket. It returns the frame's size and false if the
+// queue is closed or overflowed.
+func (q *outQueue) pushReply(h jute.ReplyHeader, body jute.Record, timed *request) (int, bool) {
 	if h.Err != jute.CodeOK {
 		body = nil
 	}
-	return q.push(&h, body)
+	return q.push(timed, &h, body)
 }
 
 // pushFrame queues one frame holding recs in order (nil records are skipped).
 func (q *outQueue) pushFrame(recs ...jute.Record) bool {
-	_, ok := q.push(recs...)
+	_, ok := q.push(nil, recs...)
 	return ok
 }
 
 // push queues one frame holding recs and returns its size.
-func (q *outQueue) push(recs ...jute.Record) (int, bool) {
+func (q *outQueue) push(timed *request, recs ...jute.Record) (int, bool) {
 	q.mu.Lock()
 	if q.mu.closed {
 		q.mu.Unlock()
@@ -74,11 +73,16 @@ func (q *outQueue) push(recs ...jute.Record) (int, bool) {
 	q.mu.buf = jute.AppendFrame(q.mu.buf, recs...)
 	size := len(q.mu.buf) - before
 	q.mu.sentCount++
+	if timed != nil {
+		q.mu.timed = append(q.mu.timed, timed)
+	}
 	over := len(q.mu.buf) > q.limit
 	if over {
 		q.mu.closed = true
 		q.mu.err = errSlowConsumer
 		q.mu.buf = q.mu.buf[:0]
+		clear(q.mu.timed)
+		q.mu.timed = q.mu.timed[:0]
 	}
 	q.mu.Unlock()
 	q.signal()
@@ -103,16 +107,21 @@ func (q *outQueue) close(err error, flush bool) {
 }
 
 // writeLoop is the only goroutine that writes to nc. It returns when the queue is closed and
-// drained, or when a write fails, and closes nc either way.
-func (q *outQueue) writeLoop(nc net.Conn, writeTimeout time.Duration, sent func(bytes int)) error {
+// drained, or when a write fails, and closes nc either way. After each write it calls sent with
+// the bytes written and, when timed replies were among them, written with their requests and the
+// time (read once per write).
+func (q *outQueue) writeLoop(nc net.Conn, writeTimeout time.Duration, sent func(bytes int), written func([]*request, time.Time)) error {
 	defer nc.Close()
 	var spare []byte
+	var spareTimed []*request
 	for {
 		q.mu.Lock()
 		buf := q.mu.buf
 		closed, finish, err := q.mu.closed, q.mu.finish, q.mu.err
+		timed := q.mu.timed
 		if len(buf) > 0 {
 			q.mu.buf = spare[:0]
+			q.mu.timed = spareTimed[:0]
 		}
 		q.mu.Unlock()
 		if len(buf) > 0 {
@@ -126,6 +135,11 @@ func (q *outQueue) writeLoop(nc net.Conn, writeTimeout time.Duration, sent func(
 			if sent != nil {
 				sent(len(buf))
 			}
+			if len(timed) > 0 && written != nil {
+				written(timed, time.Now())
+			}
+			clear(timed)
+			spareTimed = timed[:0]
 			if cap(buf) <= 1<<20 {
 				spare = buf[:0]
 			} else {

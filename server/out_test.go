@@ -17,7 +17,7 @@ func runWriter(t *testing.T, q *outQueue) (net.Conn, func() error) {
 	srv, cli := net.Pipe()
 	exited := make(chan struct{})
 	var err error
-	go func() { defer close(exited); err = q.writeLoop(srv, 0, nil) }()
+	go func() { defer close(exited); err = q.writeLoop(srv, 0, nil, nil) }()
 	wait := func() error { <-exited; return err }
 	t.Cleanup(func() { cli.Close(); <-exited })
 	return cli, wait
@@ -55,7 +55,7 @@ func TestOutQueueOrderAndFlush(t *testing.T) {
 	q := newOutQueue(1 << 20)
 	cli, done := runWriter(t, q)
 	for xid := int32(1); xid <= 100; xid++ {
-		if !q.pushReply(jute.ReplyHeader{Xid: xid, Zxid: int64(xid)}, &jute.SetDataResponse{}) {
+		if _, ok := q.pushReply(jute.ReplyHeader{Xid: xid, Zxid: int64(xid)}, &jute.SetDataResponse{}, nil); !ok {
 			t.Fatalf("push %d refused", xid)
 		}
 	}
@@ -72,7 +72,7 @@ func TestOutQueueOrderAndFlush(t *testing.T) {
 	if err := done(); err != nil {
 		t.Fatalf("writer after a flushing close = %v", err)
 	}
-	if q.pushReply(jute.ReplyHeader{Xid: 101}, nil) {
+	if _, ok := q.pushReply(jute.ReplyHeader{Xid: 101}, nil, nil); ok {
 		t.Fatal("a closed queue took a frame")
 	}
 }
@@ -81,7 +81,7 @@ func TestOutQueueOrderAndFlush(t *testing.T) {
 func TestOutQueueErrorReplyHasNoBody(t *testing.T) {
 	q := newOutQueue(1 << 20)
 	cli, _ := runWriter(t, q)
-	q.pushReply(jute.ReplyHeader{Xid: 7, Err: jute.CodeNoNode}, &jute.GetDataResponse{Data: []byte("x")})
+	q.pushReply(jute.ReplyHeader{Xid: 7, Err: jute.CodeNoNode}, &jute.GetDataResponse{Data: []byte("x")}, nil)
 	q.close(errClosedByServer, true)
 	frames := readFrames(t, cli)
 	if len(frames) != 1 || len(frames[0]) != 16 {
@@ -93,7 +93,7 @@ func TestOutQueueErrorReplyHasNoBody(t *testing.T) {
 // and drops everything, so watch delivery never blocks on a client that does not read.
 func TestOutQueueDropAndSlowConsumer(t *testing.T) {
 	q := newOutQueue(1 << 20)
-	q.pushReply(jute.ReplyHeader{Xid: 1}, nil)
+	q.pushReply(jute.ReplyHeader{Xid: 1}, nil, nil)
 	q.close(errSessionGone, false)
 	cli, done := runWriter(t, q)
 	if frames := readFrames(t, cli); len(frames) != 0 {
@@ -105,10 +105,10 @@ func TestOutQueueDropAndSlowConsumer(t *testing.T) {
 
 	slow := newOutQueue(1024)
 	big := &jute.GetDataResponse{Data: make([]byte, 600)}
-	if !slow.pushReply(jute.ReplyHeader{Xid: 1}, big) {
+	if _, ok := slow.pushReply(jute.ReplyHeader{Xid: 1}, big, nil); !ok {
 		t.Fatal("the first frame under the limit was refused")
 	}
-	if slow.pushReply(jute.ReplyHeader{Xid: 2}, big) {
+	if _, ok := slow.pushReply(jute.ReplyHeader{Xid: 2}, big, nil); ok {
 		t.Fatal("a frame over the limit was accepted")
 	}
 	cli, done = runWriter(t, slow)
@@ -129,7 +129,7 @@ func TestOutQueueCoalescesBursts(t *testing.T) {
 		q.pushFrame(&jute.ReplyHeader{Xid: jute.XidNotification}, &jute.WatcherEvent{Type: jute.EventNodeDataChanged, Path: "/p"})
 	}
 	q.close(errClosedByServer, true)
-	if err := q.writeLoop(rec, 0, nil); err != nil {
+	if err := q.writeLoop(rec, 0, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if rec.writes != 1 {

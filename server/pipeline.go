@@ -32,6 +32,12 @@ type request struct {
 	closeAfter bool
 	// closeSession marks the closeSession write: its reply is followed by the socket's close.
 	closeSession bool
+
+	// Stage times for the slow-request log (slowlog.go), since arrived, taken only while it is
+	// on: the write handed to consensus, the executor taking the request up, its reply queued.
+	proposed, started, answered time.Duration
+	// writePath is a write's path, copied from its undecoded body while the log is on.
+	writePath string
 }
 
 // admit decodes one frame and either handles it on arrival (auth, writes are started, bad
@@ -136,6 +142,9 @@ func (c *conn) admitWrite(ctx context.Context, r *request, body []byte) bool {
 		body = nil // ZooKeeper ignores whatever a closeSession carries
 	}
 	p, err := c.startWrite(ctx, consensus.Proposal{Session: c.session(), Auth: r.auth, Op: op, Body: body, NoTTL: !c.s.cfg.ExtendedTypesEnabled})
+	if c.s.slow.on() {
+		r.proposed, r.writePath = time.Since(r.arrived), writePathOf(op, body)
+	}
 	switch {
 	case err != nil && isBadRequest(err):
 		r.fixed, r.code = true, jute.CodeMarshallingError
@@ -223,6 +232,11 @@ func (c *conn) executeLoop(ctx context.Context) {
 func (c *conn) complete(ctx context.Context, r *request) bool {
 	s := c.s
 	defer func() { c.recordLatency(r.hdr.Type, r.pending != nil, time.Since(r.arrived)) }()
+	if s.slow.on() {
+		r.started = time.Since(r.arrived)
+		c.timing = r // its reply is timed (reply)
+		defer func() { c.timing = nil }()
+	}
 	switch {
 	case r.pending != nil:
 		res, err := r.pending.Wait(ctx)

@@ -61,6 +61,8 @@ type Server struct {
 	}
 	m        *serverMetrics
 	registry *prometheus.Registry
+	slow     *slowLog
+	intro    introspection // admin_commands.go
 	admin    *http.Server
 	adminLn  net.Listener
 	shutOnce sync.Once
@@ -96,6 +98,8 @@ func start(cfg Config, open func(*Server) (Consensus, error)) (*Server, error) {
 
 func newServer(cfg Config) *Server {
 	s := &Server{cfg: cfg, log: cfg.Logger, started: time.Now()}
+	s.slow = newSlowLog(cfg.SlowRequestThreshold, cfg.Logger)
+	s.intro.traceMask.Store(defaultTraceMask)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.m = newServerMetrics()
 	s.registry = newRegistry(s)
@@ -364,6 +368,7 @@ func (s *Server) housekeeping() {
 			return
 		case <-t.C:
 		}
+		s.slow.flush(time.Now())
 		if !s.cons.Serving() {
 			s.servingChanged(false)
 			if since := s.notServingSince.Load(); since != 0 && time.Since(time.Unix(0, since)) >= s.cfg.TickTime {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -136,11 +137,16 @@ func parseServerLine(key, v string) (serverLine, error) {
 func parseZooCfg(r io.Reader, log *slog.Logger) (settings, error) {
 	st := defaultSettings()
 	st.cfg.Dir = ""
-	props, err := readProperties(r)
+	text, err := io.ReadAll(r)
+	if err != nil {
+		return st, fmt.Errorf("zoo.cfg: %w", err)
+	}
+	props, err := readProperties(bytes.NewReader(text))
 	if err != nil {
 		return st, fmt.Errorf("zoo.cfg: %w", err)
 	}
 	cfg := &st.cfg
+	cfg.InitialConfig = redactSecrets(string(text))
 	var (
 		clientPort, clientAddr string
 		adminAddr, adminPort   = "0.0.0.0", "8080"
@@ -290,6 +296,20 @@ func parseZooCfg(r io.Reader, log *slog.Logger) (settings, error) {
 				return st, err
 			}
 			cfg.SessionlessTimeout = time.Duration(n) * time.Millisecond
+		case k == "zkd.slowRequestThresholdMs":
+			// zkd's own: requests slower than this many milliseconds are logged; 0 turns it off.
+			n, err := nonNegativeInt(key, v)
+			if err != nil {
+				return st, err
+			}
+			cfg.SlowRequestThreshold = time.Duration(n) * time.Millisecond
+			if n == 0 {
+				cfg.SlowRequestThreshold = -1
+			}
+		case k == "zkd.herdWatchThreshold":
+			if cfg.HerdWatchThreshold, err = positiveInt(key, v); err != nil {
+				return st, err
+			}
 		case k == "standaloneEnabled":
 			if _, err := boolValue(key, v); err != nil {
 				return st, err
@@ -347,6 +367,25 @@ func parseZooCfg(r io.Reader, log *slog.Logger) (settings, error) {
 		cfg.AdminAddr = net.JoinHostPort(adminAddr, adminPort)
 	}
 	return st, nil
+}
+
+// redactSecrets returns a zoo.cfg's text with the values of its secrets (the super digest, any
+// password) replaced, for the initial_configuration admin command, which anyone who reaches the
+// admin port may read.
+func redactSecrets(text string) string {
+	var b strings.Builder
+	for line := range strings.Lines(text) {
+		t := strings.TrimSpace(line)
+		if i := strings.IndexAny(t, "=:"); i > 0 && t[0] != '#' && t[0] != '!' {
+			k := strings.ToLower(strings.TrimSpace(t[:i]))
+			if strings.HasSuffix(k, "superdigest") || strings.Contains(k, "password") {
+				b.WriteString(strings.TrimSpace(t[:i]) + "=(redacted)\n")
+				continue
+			}
+		}
+		b.WriteString(line)
+	}
+	return b.String()
 }
 
 // readMyID reads dataDir/myid.

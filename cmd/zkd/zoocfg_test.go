@@ -105,3 +105,48 @@ func TestParseZooCfgSnapshotTriggers(t *testing.T) {
 		t.Errorf("a bad snapSizeLimitInKb gave %v", err)
 	}
 }
+
+func TestParseZooCfgSlowRequestThreshold(t *testing.T) {
+	dir := t.TempDir()
+	st, err := parseZooCfg(strings.NewReader("dataDir="+dir+"\nclientPort=2181\nzkd.slowRequestThresholdMs=250\n"), slog.New(slog.DiscardHandler))
+	if err != nil || st.cfg.SlowRequestThreshold != 250*time.Millisecond {
+		t.Errorf("zkd.slowRequestThresholdMs=250: %v, %v", st.cfg.SlowRequestThreshold, err)
+	}
+	// 0 turns the slow-request log off; the default (no key) is the server's.
+	st, err = parseZooCfg(strings.NewReader("dataDir="+dir+"\nclientPort=2181\nzkd.slowRequestThresholdMs=0\n"), slog.New(slog.DiscardHandler))
+	if err != nil || st.cfg.SlowRequestThreshold >= 0 {
+		t.Errorf("zkd.slowRequestThresholdMs=0: %v, %v; want a negative (off) threshold", st.cfg.SlowRequestThreshold, err)
+	}
+	if _, err := parseZooCfg(strings.NewReader("dataDir="+dir+"\nclientPort=2181\nzkd.slowRequestThresholdMs=-1\n"), slog.New(slog.DiscardHandler)); err == nil {
+		t.Error("zkd.slowRequestThresholdMs=-1 accepted")
+	}
+}
+
+func TestParseZooCfgHerdWatchThreshold(t *testing.T) {
+	dir := t.TempDir()
+	st, err := parseZooCfg(strings.NewReader("dataDir="+dir+"\nclientPort=2181\nzkd.herdWatchThreshold=25\n"), slog.New(slog.DiscardHandler))
+	if err != nil || st.cfg.HerdWatchThreshold != 25 {
+		t.Errorf("zkd.herdWatchThreshold=25: %v, %v", st.cfg.HerdWatchThreshold, err)
+	}
+	if _, err := parseZooCfg(strings.NewReader("dataDir="+dir+"\nclientPort=2181\nzkd.herdWatchThreshold=0\n"), slog.New(slog.DiscardHandler)); err == nil {
+		t.Error("zkd.herdWatchThreshold=0 accepted")
+	}
+}
+
+// The file's text becomes the initial_configuration admin command's answer, with its secrets
+// redacted: anyone who reaches the admin port may read it.
+func TestParseZooCfgInitialConfig(t *testing.T) {
+	dir := t.TempDir()
+	cfg := "dataDir=" + dir + "\nclientPort=2181\n# a comment: password=kept\n" +
+		"DigestAuthenticationProvider.superDigest=super:D/InIHSb7yEEbrWz8b9l71RjZJU=\n" +
+		"ssl.keyStore.password: s3cret\n"
+	st, err := parseZooCfg(strings.NewReader(cfg), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "dataDir=" + dir + "\nclientPort=2181\n# a comment: password=kept\n" +
+		"DigestAuthenticationProvider.superDigest=(redacted)\nssl.keyStore.password=(redacted)\n"
+	if st.cfg.InitialConfig != want {
+		t.Errorf("InitialConfig =\n%s\nwant\n%s", st.cfg.InitialConfig, want)
+	}
+}

@@ -4,7 +4,8 @@
 // A server runs the way upstream's zkServer.sh runs it (the main class QuorumPeerMain on
 // zookeeper.jar, upstream's -Xmx1000m), configured as a stock install: tickTime 2000, initLimit
 // 10, syncLimit 5, forceSync=yes (an fsync on every write), every four-letter word allowed, the
-// admin server off and no limit on connections from one address. Every file lives under the
+// admin server off (admin.enableServer=true in ServerConfig.Extra turns it on, with the servlet
+// API on the classpath) and no limit on connections from one address. Every file lives under the
 // node directory the caller chooses:
 //
 //	conf/zoo.cfg, conf/log4j.properties   written by Launch
@@ -48,6 +49,28 @@ const (
 // jars returns the server's classpath after conf/ (where log4j finds log4j.properties): the
 // server jar (its manifest names the rest of its dependencies) and the log4j 1.2 binding.
 func jars() []string { return []string{Jar, slf4jLog4jJar, log4jJar} }
+
+// servletJar is the servlet API (Debian's libservlet-api-java). The server jar's manifest names
+// Jetty but not the servlet API Jetty needs, so without it on the classpath the AdminServer does
+// not start ("Unable to load jetty").
+const servletJar = "/usr/share/java/servlet-api.jar"
+
+// AdminServerInstalled returns nil when a server launched with admin.enableServer=true in
+// ServerConfig.Extra can start its AdminServer here, else an error saying what is missing.
+func AdminServerInstalled() error {
+	if err := Installed(); err != nil {
+		return err
+	}
+	if _, err := os.Stat(servletJar); err != nil {
+		return fmt.Errorf("apachezk: the AdminServer needs %s (apt-get install libservlet-api-java): %w", servletJar, err)
+	}
+	return nil
+}
+
+// adminEnabled reports whether the config turns the AdminServer on.
+func (c *ServerConfig) adminEnabled() bool {
+	return strings.EqualFold(c.Extra["admin.enableServer"], "true")
+}
 
 // DefaultHeapMB is the server's -Xmx in MiB when ServerConfig.HeapMB is zero: upstream
 // zkEnv.sh's default. Debian's scripts set none (the JVM would take a quarter of RAM).
@@ -232,8 +255,17 @@ func (c *ServerConfig) command(java string) []string {
 		"-Dzookeeper.log.dir="+logs, "-Dzookeeper.log.file=zookeeper.log",
 		fmt.Sprintf("-Xmx%dm", c.HeapMB),
 		"-XX:+HeapDumpOnOutOfMemoryError", "-XX:HeapDumpPath="+logs, "-XX:OnOutOfMemoryError=kill -9 %p",
-		"-cp", strings.Join(append([]string{filepath.Join(c.Dir, "conf")}, jars()...), ":"),
+		"-cp", strings.Join(c.classpath(), ":"),
 		mainClass, filepath.Join(c.Dir, "conf", "zoo.cfg"))
+}
+
+// classpath is conf/, the jars, and the servlet API when the AdminServer is on.
+func (c *ServerConfig) classpath() []string {
+	cp := append([]string{filepath.Join(c.Dir, "conf")}, jars()...)
+	if c.adminEnabled() {
+		cp = append(cp, servletJar)
+	}
+	return cp
 }
 
 // FreePorts returns n distinct TCP ports on 127.0.0.1 that were free a moment ago: each is

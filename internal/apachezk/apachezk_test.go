@@ -136,6 +136,11 @@ server.2=127.0.0.1:2889:3889
 	if got != wantCmd {
 		t.Errorf("command = %s\nwant      %s", got, wantCmd)
 	}
+	// An AdminServer needs the servlet API on the classpath.
+	cfg.Extra["admin.enableServer"] = "true"
+	if cp := strings.Join(cfg.classpath(), ":"); !strings.HasSuffix(cp, ":/usr/share/java/servlet-api.jar") {
+		t.Errorf("classpath with the AdminServer on = %s; want the servlet API last", cp)
+	}
 }
 
 func TestValidate(t *testing.T) {

@@ -1,0 +1,249 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/zkd-io/zkd/recipes"
+	"github.com/zkd-io/zkd/server"
+	"github.com/zkd-io/zkd/server/zkdtest"
+)
+
+// withAdmin gives the server an admin HTTP server on a free loopback port.
+func withAdmin(t *testing.T) zkdtest.Option {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return zkdtest.WithConfig(func(c *server.Config) { c.AdminListener = ln })
+}
+
+// adminJSON fetches an admin command and decodes its JSON answer into out.
+func adminJSON(t *testing.T, s *server.Server, command string, out any) {
+	t.Helper()
+	resp, err := http.Get("http://" + s.AdminAddr() + "/commands/" + command)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/commands/%s: %d %s", command, resp.StatusCode, body)
+	}
+	if err := json.Unmarshal(body, out); err != nil {
+		t.Fatalf("/commands/%s: %v in %s", command, err, body)
+	}
+}
+
+// locksAnswer is the locks admin command's JSON.
+type locksAnswer struct {
+	server.LockReport
+	Command string  `json:"command"`
+	Error   *string `json:"error"`
+}
+
+// waitLocks polls the locks command until ok accepts the report (a lock queue has no event a test
+// could wait on from outside the clients).
+func waitLocks(t *testing.T, s *server.Server, query string, ok func(server.LockReport) bool) server.LockReport {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var a locksAnswer
+		adminJSON(t, s, "locks"+query, &a)
+		if a.Error != nil {
+			t.Fatalf("locks: error %q", *a.Error)
+		}
+		if ok(a.LockReport) {
+			return a.LockReport
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("locks: condition not reached in 10s; last report %+v", a.LockReport)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func queueAt(rep server.LockReport, path string) (server.LockQueue, bool) {
+	for _, q := range rep.Locks {
+		if q.Path == path {
+			return q, true
+		}
+	}
+	return server.LockQueue{}, false
+}
+
+func lockSession(t *testing.T, addr string) *recipes.Session {
+	t.Helper()
+	s, err := recipes.Connect([]string{addr}, 4*time.Second, zk.WithLogInfo(false), zk.WithLogger(quietLogger{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// TestLockReport holds a lock with the module's Mutex recipe and queues two more contenders on a
+// real server: the locks command and lcks show the holder and the queue in order, each with its
+// session, client address, age and last activity; after the holder unlocks, the next one holds.
+func TestLockReport(t *testing.T) {
+	s := zkdtest.Start(t, zkdtest.WithoutRaft(), withAdmin(t))
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	sess := []*recipes.Session{lockSession(t, s.Addr()), lockSession(t, s.Addr()), lockSession(t, s.Addr())}
+	first, err := recipes.NewMutex(sess[0], "/app/lock").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two waiters, queued one after the other.
+	type acquired struct {
+		lease *recipes.Lease
+		err   error
+	}
+	got := []chan acquired{make(chan acquired, 1), make(chan acquired, 1)}
+	for i := range 2 {
+		go func() {
+			l, err := recipes.NewMutex(sess[i+1], "/app/lock").Lock(ctx)
+			got[i] <- acquired{l, err}
+		}()
+		waitLocks(t, s, "", func(rep server.LockReport) bool {
+			q, ok := queueAt(rep, "/app/lock")
+			return ok && len(q.Waiters) == i+1
+		})
+	}
+	rep := waitLocks(t, s, "", func(server.LockReport) bool { return true })
+	q, _ := queueAt(rep, "/app/lock")
+	ids := []int64{q.Holder.SessionID, q.Waiters[0].SessionID, q.Waiters[1].SessionID}
+	for i, id := range ids {
+		if id != sess[i].ID() {
+			t.Errorf("contender %d belongs to session 0x%x; want 0x%x (holder, then the waiters in queue order)", i, id, sess[i].ID())
+		}
+	}
+	if first.Token().Path != q.Holder.Node {
+		t.Errorf("holder node %s; the recipe holds %s", q.Holder.Node, first.Token().Path)
+	}
+	addr := regexp.MustCompile(`^127\.0\.0\.1:\d+$`)
+	for i, c := range append([]server.LockContender{q.Holder}, q.Waiters...) {
+		if !strings.HasPrefix(c.Node, "/app/lock/") || c.SessionIDHex != fmt.Sprintf("0x%x", c.SessionID) {
+			t.Errorf("contender %+v: bad node or session id", c)
+		}
+		if !addr.MatchString(c.ClientAddress) || c.Server != "1" {
+			t.Errorf("contender %d: client %q on server %q; want its loopback address on server 1", i, c.ClientAddress, c.Server)
+		}
+		if c.SessionTimeoutMs != 4000 || c.SessionAgeMs < 0 || c.LastActivityMs < 0 || c.NodeAgeMs < 0 {
+			t.Errorf("contender %d: timeout %dms, session age %dms, last activity %dms, node age %dms; want 4000 and known ages",
+				i, c.SessionTimeoutMs, c.SessionAgeMs, c.LastActivityMs, c.NodeAgeMs)
+		}
+	}
+	if q.Holder.Sequence >= q.Waiters[0].Sequence || q.Waiters[0].Sequence >= q.Waiters[1].Sequence {
+		t.Errorf("sequences %d, %d, %d; want ascending", q.Holder.Sequence, q.Waiters[0].Sequence, q.Waiters[1].Sequence)
+	}
+
+	// The four-letter word shows the same queue.
+	text := word(t, s.Addr(), "lcks")
+	want := regexp.MustCompile(fmt.Sprintf(`(?m)^/app/lock: 2 waiting\n\tholder %s session 0x%x client 127\.0\.0\.1:\d+ node_age \d+ms session_age \d+ms last_activity \d+ms\n\twaiter 1 %s session 0x%x `,
+		regexp.QuoteMeta(q.Holder.Node), ids[0], regexp.QuoteMeta(q.Waiters[0].Node), ids[1]))
+	if !want.MatchString(text) {
+		t.Errorf("lcks =\n%s\nwant the holder and the first waiter of /app/lock", text)
+	}
+
+	// Unlocked, the first waiter holds and the second waits behind it.
+	if err := first.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a := <-got[0]
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+	rep = waitLocks(t, s, "", func(rep server.LockReport) bool {
+		q, ok := queueAt(rep, "/app/lock")
+		return ok && len(q.Waiters) == 1
+	})
+	q, _ = queueAt(rep, "/app/lock")
+	if q.Holder.SessionID != ids[1] || q.Waiters[0].SessionID != ids[2] || q.Holder.Node != a.lease.Token().Path {
+		t.Errorf("after unlock: holder 0x%x (%s), waiter 0x%x; want 0x%x holding %s, 0x%x waiting",
+			q.Holder.SessionID, q.Holder.Node, q.Waiters[0].SessionID, ids[1], a.lease.Token().Path, ids[2])
+	}
+	if err := a.lease.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if a := <-got[1]; a.err != nil {
+		t.Fatal(a.err)
+	} else if err := a.lease.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitLocks(t, s, "", func(rep server.LockReport) bool { _, ok := queueAt(rep, "/app/lock"); return !ok })
+}
+
+// TestHerdReport has many sessions watch one node and one node's children: both show in the
+// locks command's herds once the threshold is reached, with their counts, and not below it.
+func TestHerdReport(t *testing.T) {
+	s := zkdtest.Start(t, zkdtest.WithoutRaft(), withAdmin(t))
+	c, _ := connect(t, s.Addr())
+	for _, p := range []string{"/herd", "/herd/leader", "/quiet"} {
+		if _, err := c.Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const n = 12
+	for i := range n {
+		w, _ := connect(t, s.Addr())
+		if _, _, _, err := w.ExistsW("/herd/leader"); err != nil {
+			t.Fatal(err)
+		}
+		if i%2 == 0 {
+			if _, _, _, err := w.ChildrenW("/herd"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, _, _, err := c.GetW("/quiet"); err != nil {
+		t.Fatal(err)
+	}
+	// The watches are registered before each reply, so the report sees them all now.
+	var a locksAnswer
+	adminJSON(t, s, "locks", &a)
+	want := []server.Herd{{Path: "/herd/leader", DataWatchers: n}}
+	if a.HerdThreshold != 10 || fmt.Sprint(a.Herds) != fmt.Sprint(want) {
+		t.Errorf("herds at the default threshold: %d %+v; want 10 %+v", a.HerdThreshold, a.Herds, want)
+	}
+	adminJSON(t, s, "locks?threshold=6", &a)
+	want = []server.Herd{{Path: "/herd/leader", DataWatchers: n}, {Path: "/herd", ChildWatchers: n / 2}}
+	if a.HerdThreshold != 6 || fmt.Sprint(a.Herds) != fmt.Sprint(want) {
+		t.Errorf("herds at threshold 6: %d %+v; want %+v", a.HerdThreshold, a.Herds, want)
+	}
+	adminJSON(t, s, "locks?threshold=13", &a)
+	if len(a.Herds) != 0 {
+		t.Errorf("herds at threshold 13: %+v; want none", a.Herds)
+	}
+	adminJSON(t, s, "locks?threshold=x", &a)
+	if a.Error == nil {
+		t.Error("threshold=x: no error")
+	}
+	if text := word(t, s.Addr(), "lcks"); !strings.Contains(text, "Herds (10 or more sessions of this server watching one node): 1\n/herd/leader: 12 data watchers, 0 child watchers\n") {
+		t.Errorf("lcks =\n%s", text)
+	}
+}
+
+// TestLocksWordWhitelist: lcks is on by default and, like every word, off when the whitelist
+// leaves it out.
+func TestLocksWordWhitelist(t *testing.T) {
+	s := zkdtest.Start(t, zkdtest.WithoutRaft(), zkdtest.WithConfig(func(c *server.Config) { c.FourLetterWords = nil }))
+	if got := word(t, s.Addr(), "lcks"); !strings.HasPrefix(got, "Locks: 0 at zxid 0x") {
+		t.Errorf("lcks with the default whitelist = %q", got)
+	}
+	s2 := zkdtest.Start(t, zkdtest.WithoutRaft(), zkdtest.WithConfig(func(c *server.Config) { c.FourLetterWords = []string{"ruok"} }))
+	if got := word(t, s2.Addr(), "lcks"); got != "lcks is not executed because it is not in the whitelist.\n" {
+		t.Errorf("lcks not whitelisted = %q", got)
+	}
+}
