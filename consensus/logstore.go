@@ -13,7 +13,6 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	wal "github.com/hashicorp/raft-wal"
-	"github.com/hashicorp/raft-wal/metadb"
 	"github.com/hashicorp/raft-wal/migrate"
 	"go.etcd.io/bbolt"
 )
@@ -36,36 +35,108 @@ const (
 	migratedExt = ".migrated"
 )
 
-// openLogStore opens (creating if needed) the durable log and stable store under dir. A data
-// directory that still holds only a bbolt store is migrated to the WAL when kind is LogStoreWAL:
-// entries and stable keys are copied into a fresh WAL in a temporary directory, which is renamed
-// into place only once complete, so a crash during the copy leaves the bbolt store in charge.
-func openLogStore(dir string, kind LogStore, segmentSize int, hl hclog.Logger) (raft.LogStore, raft.StableStore, io.Closer, error) {
+// openLogStore opens (creating if needed) the durable log and stable store under dir, with
+// checksums on both (checkedStore). A data directory that still holds only a bbolt store is
+// migrated to the WAL when kind is LogStoreWAL: entries and stable keys are copied into a fresh
+// WAL in a temporary directory, which is renamed into place only once complete, so a crash
+// during the copy leaves the bbolt store in charge. fresh says whether dir held no state before.
+func openLogStore(dir string, kind LogStore, segmentSize int, fresh bool, hl hclog.Logger) (*checkedStore, error) {
 	boltPath := filepath.Join(dir, boltName)
 	walDir := filepath.Join(dir, walDirName)
+	var (
+		backend storeBackend
+		where   func(uint64) string
+	)
 	switch kind {
 	case LogStoreBolt:
 		if exists(walDir) {
-			return nil, nil, nil, fmt.Errorf("consensus: %s holds a WAL log store; it cannot be opened as %q", dir, kind)
+			return nil, fmt.Errorf("consensus: %s holds a WAL log store; it cannot be opened as %q", dir, kind)
+		}
+		if !fresh {
+			if err := checkFile(boltPath); err != nil {
+				return nil, err
+			}
 		}
 		b, err := openBolt(boltPath)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, err
 		}
-		return b, b, b, nil
+		backend, where = b, func(uint64) string { return boltPath }
 	case LogStoreWAL:
 		if !exists(walDir) && exists(boltPath) {
 			if err := migrateBolt(boltPath, walDir, segmentSize, hl); err != nil {
-				return nil, nil, nil, err
+				return nil, err
 			}
+		}
+		if err := checkWALDir(walDir); err != nil {
+			return nil, err
 		}
 		w, err := openWAL(walDir, segmentSize, hl)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, err
 		}
-		return w, w, w, nil
+		backend, where = w, func(i uint64) string { return walSegmentOf(walDir, i) }
+	default:
+		return nil, fmt.Errorf("consensus: unknown log store %q", kind)
 	}
-	return nil, nil, nil, fmt.Errorf("consensus: unknown log store %q", kind)
+	c, err := newCheckedStore(backend, where, fresh)
+	if err != nil {
+		backend.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// checkFile refuses a store file that is missing or empty where data is expected: the stores
+// would start afresh on it and forget everything.
+func checkFile(path string) error {
+	st, err := os.Stat(path)
+	if err != nil {
+		return &DamageError{File: path, Problem: fmt.Sprintf("missing while the directory holds data (%v)", err)}
+	}
+	if st.Size() == 0 {
+		return &DamageError{File: path, Problem: "empty (0 bytes) while the directory holds data"}
+	}
+	return nil
+}
+
+// checkWALDir refuses a WAL directory whose segments are present without their metadata, or
+// whose metadata is an empty file: raft-wal would start a new log over the old segments.
+func checkWALDir(walDir string) error {
+	segs, _ := filepath.Glob(filepath.Join(walDir, "*.wal"))
+	if len(segs) == 0 {
+		return nil
+	}
+	if exists(filepath.Join(walDir, walMetaName)) {
+		return checkFile(filepath.Join(walDir, walMetaName))
+	}
+	return checkFile(filepath.Join(walDir, walMetaFileName))
+}
+
+// walMetaName is raft-wal's own metadata file (bbolt), which walMetaFile replaces.
+const walMetaName = "wal-meta.db"
+
+// walSegmentOf names the segment file that holds index (the one with the highest base index at
+// or below it; raft-wal names segments <base index>-<id>.wal), or the metadata file for index 0.
+func walSegmentOf(walDir string, index uint64) string {
+	if index == 0 {
+		return filepath.Join(walDir, walMetaFileName)
+	}
+	segs, _ := filepath.Glob(filepath.Join(walDir, "*.wal"))
+	best, bestBase := "", uint64(0)
+	for _, s := range segs {
+		var base, id uint64
+		if _, err := fmt.Sscanf(filepath.Base(s), "%020d-%016x.wal", &base, &id); err != nil {
+			continue
+		}
+		if base <= index && (best == "" || base >= bestBase) {
+			best, bestBase = s, base
+		}
+	}
+	if best == "" {
+		return walDir
+	}
+	return best
 }
 
 func openBolt(path string) (*raftboltdb.BoltStore, error) {
@@ -81,32 +152,42 @@ func openBolt(path string) (*raftboltdb.BoltStore, error) {
 	return b, nil
 }
 
-// walStore is a raft-wal WAL that also closes its metadata database: WAL.Close (v0.4.0) leaves
-// the bbolt file open and locked, so reopening the directory in the same process would block.
+// walStore is a raft-wal WAL with its metadata in a walMetaFile, which it closes too (WAL.Close
+// leaves its metadata store open).
 type walStore struct {
 	*wal.WAL
-	meta *metadb.BoltMetaDB
+	meta *walMetaFile
 }
 
 func (w *walStore) Close() error {
 	return errors.Join(w.WAL.Close(), w.meta.Close())
 }
 
-func openWAL(dir string, segmentSize int, hl hclog.Logger) (*walStore, error) {
+func openWAL(dir string, segmentSize int, hl hclog.Logger) (w *walStore, err error) {
+	// A damaged segment or metadata file can make raft-wal's decoders index out of range.
+	defer func() {
+		if r := recover(); r != nil {
+			w, err = nil, &DamageError{File: dir, Problem: fmt.Sprintf("the log store failed opening it: %v", r)}
+		}
+	}()
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("consensus: wal dir: %w", err)
 	}
-	meta := &metadb.BoltMetaDB{}
+	meta := &walMetaFile{}
 	size := wal.DefaultSegmentSize
 	if segmentSize > 0 {
 		size = segmentSize
 	}
-	w, err := wal.Open(dir, wal.WithLogger(hl.Named("wal")), wal.WithMetaStore(meta), wal.WithSegmentSize(size))
+	ww, err := wal.Open(dir, wal.WithLogger(hl.Named("wal")), wal.WithMetaStore(meta), wal.WithSegmentSize(size))
 	if err != nil {
 		meta.Close()
-		return nil, fmt.Errorf("consensus: open wal log store: %w", err)
+		var d *DamageError
+		if errors.As(err, &d) || errors.Is(err, os.ErrPermission) {
+			return nil, err
+		}
+		return nil, &DamageError{File: dir, Problem: fmt.Sprintf("the log store cannot open it: %v", err)}
 	}
-	return &walStore{WAL: w, meta: meta}, nil
+	return &walStore{WAL: ww, meta: meta}, nil
 }
 
 // copyStable copies the keys hashicorp/raft v1.7 keeps in its StableStore (CurrentTerm and

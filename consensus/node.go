@@ -219,22 +219,32 @@ func (n *Node) open() error {
 		if err != nil {
 			return err
 		}
-		durable, st, closer, err := openLogStore(dir, cfg.LogStore, cfg.walSegmentSize, hl)
+		fresh := !exists(filepath.Join(dir, walDirName)) && !exists(filepath.Join(dir, boltName)) && !hasSnapshots(dir)
+		store, err := openLogStore(dir, cfg.LogStore, cfg.walSegmentSize, fresh, hl)
 		if err != nil {
 			lock.Close()
 			return err
 		}
-		n.store = storeCloser{store: closer, lock: lock}
-		stable = st
-		if logs, err = raft.NewLogCache(512, durable); err != nil {
-			return fmt.Errorf("consensus: log cache: %w", err)
-		}
+		n.store = storeCloser{store: store, lock: lock}
+		stable = store
 		n.fsm.snapDir = dir
 		fss, err := raft.NewFileSnapshotStoreWithLogger(dir, cfg.SnapshotRetain, hl.Named("snapshots"))
 		if err != nil {
 			return fmt.Errorf("consensus: snapshot store: %w", err)
 		}
-		snaps = fss
+		snaps = checkedSnapshots{FileSnapshotStore: fss, root: filepath.Join(dir, snapshotsDirName)}
+		// Nothing reaches Raft before every entry and the newest snapshot verify.
+		if err := checkState(dir, store, fss, false); err != nil {
+			return err
+		}
+		if file, torn, err := tornTail(filepath.Join(dir, walDirName), true); err == nil && torn > 0 {
+			last, _ := store.LastIndex()
+			n.log.Warn("the log ended in an append a crash interrupted; it was never acknowledged and is dropped",
+				"file", file, "last_index", last, "dropped_bytes", torn)
+		}
+		if logs, err = raft.NewLogCache(512, store); err != nil {
+			return fmt.Errorf("consensus: log cache: %w", err)
+		}
 	}
 	n.snaps = snaps
 	last, err := logs.LastIndex()

@@ -7,6 +7,10 @@
 //	zkd -config zoo.cfg -join  a new member that waits until a reconfig adds it
 //	zkd version              print the version and the build (module, revision, commit time)
 //	zkd -version             the same
+//	zkd verify DIR           check every checksum of a stopped server's data directory
+//	zkd dump log DIR         the log, one entry a line (-json)
+//	zkd dump snapshot FILE   a snapshot, one znode a line (-json)
+//	zkd repair -truncate N DIR  drop the log from entry N on, after damage
 //
 // SIGINT, SIGTERM and SIGHUP stop it gracefully.
 package main
@@ -24,6 +28,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/zkd-io/zkd/consensus"
 	"github.com/zkd-io/zkd/internal/memtrim"
 	"github.com/zkd-io/zkd/server"
 )
@@ -38,13 +43,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, server.ReadBuildInfo())
 		return 0
 	}
+	if code, ok := runTool(args, stdout, stderr); ok {
+		return code
+	}
 	fs := flag.NewFlagSet("zkd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage:
   zkd [flags]              a server: standalone on :2181 with ./data, or as -config says
   zkd version              print the version and the build
-
+`+toolsUsage+`
 Flags:
 `)
 		fs.PrintDefaults()
@@ -137,6 +145,10 @@ Flags:
 			_ = st.cfg.AdminListener.Close()
 		}
 		log.Error("cannot start", "err", err)
+		var d *consensus.DamageError
+		if errors.As(err, &d) {
+			fmt.Fprint(stderr, damageAdvice(st.cfg.Dir, d))
+		}
 		return 1
 	}
 	log.Info("zkd started", "version", server.Version, "client", srv.Addr(), "admin", srv.AdminAddr(),

@@ -1,0 +1,150 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// runZkdTool runs the binary to completion and returns its exit status and output.
+func runZkdTool(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	bin, err := buildZkd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(bin, args...).CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode(), string(out)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return 0, string(out)
+}
+
+// The operator's path through damage, with the real binary on real files: a stopped server's
+// directory verifies and dumps; four bytes flipped inside a znode's data in the newest log file
+// make the server refuse to start, naming the file, the entry and what to do, and zkd verify
+// exit non-zero; zkd repair -truncate at the named entry lets it start again without it.
+func TestDamagedDataRefusedWithAdvice(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	dir := t.TempDir()
+	addr := freePort(t)
+	cfg := filepath.Join(t.TempDir(), "zoo.cfg")
+	_, port, _ := strings.Cut(addr, ":")
+	if err := os.WriteFile(cfg, fmt.Appendf(nil, "tickTime=2000\ndataDir=%s\nclientPort=%s\nclientPortAddress=127.0.0.1\nsnapCount=20\nadmin.enableServer=false\n", dir, port), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startZkd(t, "-config", cfg)
+	waitRuok(t, addr, p)
+	c := connectZk(t, addr)
+	for i := range 40 {
+		if _, err := c.Create(fmt.Sprintf("/n%04d", i), fmt.Appendf(nil, "payload-%04d", i), 0, zk.WorldACL(zk.PermAll)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A snapshot is taken within a few seconds of passing snapCount; the writes after it stay in
+	// the log only.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		snaps, _ := filepath.Glob(filepath.Join(dir, "raft", "snapshots", "*", "state.bin"))
+		if len(snaps) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no snapshot; output:\n%s", p.out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for i := 40; i < 50; i++ {
+		if _, err := c.Create(fmt.Sprintf("/n%04d", i), fmt.Appendf(nil, "payload-%04d", i), 0, zk.WorldACL(zk.PermAll)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Close()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	_ = p.cmd.Wait()
+
+	if code, out := runZkdTool(t, "verify", dir); code != 0 || !strings.Contains(out, "intact") {
+		t.Fatalf("verify of an intact directory: exit %d\n%s", code, out)
+	}
+	code, out := runZkdTool(t, "dump", "log", dir)
+	if code != 0 || !regexp.MustCompile(`(?m)^\d+\tterm \d+\t\S+\tsession 0x[0-9a-f]+\tcreate\t/n0045\tdata 12\t`).MatchString(out) {
+		t.Fatalf("dump log: exit %d\n%s", code, out)
+	}
+	code, out = runZkdTool(t, "dump", "log", "-json", dir)
+	if code != 0 {
+		t.Fatalf("dump log -json: exit %d\n%s", code, out)
+	}
+	for line := range strings.Lines(out) {
+		var r map[string]any
+		if err := json.Unmarshal([]byte(line), &r); err != nil || r["index"] == nil {
+			t.Fatalf("dump log -json line %q: %v", line, err)
+		}
+	}
+	snaps, _ := filepath.Glob(filepath.Join(dir, "raft", "snapshots", "*", "state.bin"))
+	code, out = runZkdTool(t, "dump", "snapshot", snaps[0])
+	if code != 0 || !regexp.MustCompile(`(?m)^/n0007\tczxid 0x[0-9a-f]+\tmzxid 0x[0-9a-f]+\tpzxid 0x[0-9a-f]+\tversion 0\t.*\tdata 12$`).MatchString(out) {
+		t.Fatalf("dump snapshot: exit %d\n%s", code, out)
+	}
+
+	// Four bytes of /n0045's data flipped in the newest log segment.
+	segs, _ := filepath.Glob(filepath.Join(dir, "raft", "wal", "*.wal"))
+	seg := segs[len(segs)-1]
+	b, err := os.ReadFile(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := bytes.Index(b, []byte("payload-0045"))
+	if at < 0 {
+		t.Fatal("the newest segment does not hold /n0045's data")
+	}
+	for i := range 4 {
+		b[at+8+i] ^= 0xff
+	}
+	if err := os.WriteFile(seg, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out = runZkdTool(t, "-config", cfg)
+	entry := regexp.MustCompile(`log entry (\d+)`).FindStringSubmatch(out)
+	if code == 0 || entry == nil || !strings.Contains(out, seg) || !strings.Contains(out, "zkd verify") || !strings.Contains(out, "zkd repair -truncate "+entry[1]) {
+		t.Fatalf("start on damaged data: exit %d\n%s", code, out)
+	}
+	if strings.Contains(out, "panic") || strings.Contains(out, "goroutine") {
+		t.Fatalf("the damaged start panicked:\n%s", out)
+	}
+	if code, vout := runZkdTool(t, "verify", dir); code != 1 || !strings.Contains(vout, "log entry "+entry[1]) {
+		t.Fatalf("verify of the damaged directory: exit %d\n%s", code, vout)
+	}
+	if code, rout := runZkdTool(t, "repair", "-truncate", entry[1], dir); code != 0 {
+		t.Fatalf("repair: exit %d\n%s", code, rout)
+	}
+	if code, vout := runZkdTool(t, "verify", dir); code != 0 {
+		t.Fatalf("verify after the repair: exit %d\n%s", code, vout)
+	}
+	p = startZkd(t, "-config", cfg)
+	waitRuok(t, addr, p)
+	c = connectZk(t, addr)
+	defer c.Close()
+	if data, _, err := c.Get("/n0044"); err != nil || string(data) != "payload-0044" {
+		t.Fatalf("/n0044 after the repair: %q %v", data, err)
+	}
+	if ok, _, _ := c.Exists("/n0045"); ok {
+		t.Fatal("/n0045, whose entry was damaged and dropped, exists")
+	}
+}

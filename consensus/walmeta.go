@@ -1,0 +1,348 @@
+package consensus
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/hashicorp/raft-wal/metadb"
+	"github.com/hashicorp/raft-wal/types"
+)
+
+// walMetaFile replaces raft-wal's bbolt metadata store (wal-meta.db) with one small file,
+// rewritten whole and atomically (temporary file, fsync, rename, fsync of the directory) on every
+// change, and checked whole on every open: magic, format version, length, the JSON state, and a
+// CRC-32C of everything before it. It changes only when a segment is sealed or created and when
+// Raft's term or vote changes, so its cost does not matter; what matters is that a damaged file
+// is refused with a clear error, where a damaged bbolt file could fault the process (a truncated
+// one made bbolt read past its mapping: SIGBUS), and raft-wal, given a segment list that lost
+// entries, deletes the segment files it no longer lists.
+//
+// A directory that still has wal-meta.db is migrated on open: its state and Raft's stable keys
+// are copied into the new file, and the old one is renamed wal-meta.db.migrated.
+type walMetaFile struct {
+	path string
+	mu   sync.Mutex
+	doc  walMetaDoc
+}
+
+// walMetaDoc is the file's JSON payload.
+type walMetaDoc struct {
+	State  types.PersistentState
+	Stable map[string][]byte
+}
+
+const (
+	walMetaFileName = "wal-meta.zkd"
+	walMetaVersion  = 1
+)
+
+var walMetaMagic = [4]byte{'z', 'k', 'd', 'm'}
+
+// Load implements types.MetaStore.
+func (m *walMetaFile) Load(dir string) (types.PersistentState, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.path = filepath.Join(dir, walMetaFileName)
+	b, err := os.ReadFile(m.path)
+	switch {
+	case err == nil:
+		doc, err := decodeWALMeta(b)
+		if err != nil {
+			return types.PersistentState{}, &DamageError{File: m.path, Problem: err.Error()}
+		}
+		m.doc = doc
+		return doc.State, nil
+	case !errors.Is(err, os.ErrNotExist):
+		return types.PersistentState{}, fmt.Errorf("consensus: %w", err)
+	}
+	old := filepath.Join(dir, walMetaName)
+	if exists(old) {
+		if err := m.migrate(old); err != nil {
+			return types.PersistentState{}, err
+		}
+		return m.doc.State, nil
+	}
+	m.doc = walMetaDoc{Stable: map[string][]byte{}}
+	return m.doc.State, m.write()
+}
+
+// migrate reads raft-wal's bbolt metadata into m and renames the old file once the new one is
+// durable.
+func (m *walMetaFile) migrate(old string) error {
+	if err := checkBoltFile(old); err != nil {
+		return err
+	}
+	var bolt metadb.BoltMetaDB
+	st, err := bolt.Load(filepath.Dir(old))
+	if err != nil {
+		return &DamageError{File: old, Problem: err.Error()}
+	}
+	doc := walMetaDoc{State: st, Stable: map[string][]byte{}}
+	keys := append(append(append([][]byte{}, raftUint64Keys...), raftBytesKeys...), keyChecksumsFrom, keyDurable)
+	for _, k := range keys {
+		v, err := bolt.GetStable(k)
+		if err != nil {
+			bolt.Close()
+			return &DamageError{File: old, Problem: fmt.Sprintf("reading %s: %v", k, err)}
+		}
+		if v != nil {
+			doc.Stable[string(k)] = bytes.Clone(v)
+		}
+	}
+	if err := bolt.Close(); err != nil {
+		return fmt.Errorf("consensus: %w", err)
+	}
+	m.doc = doc
+	if err := m.write(); err != nil {
+		return err
+	}
+	if err := os.Rename(old, old+migratedExt); err != nil {
+		return fmt.Errorf("consensus: %w", err)
+	}
+	return syncDir(filepath.Dir(old))
+}
+
+// checkBoltFile reads a bbolt file's two meta pages and refuses a file in which neither is valid
+// or whose size is below what the valid one says it holds: bbolt maps the file and would fault
+// reading past its end.
+func checkBoltFile(path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("consensus: %w", err)
+	}
+	const hdr = 16 // page header: id, flags, count, overflow
+	ok := false
+	for _, pageSize := range []int{4096, os.Getpagesize(), 16384, 65536} {
+		for p := range 2 {
+			off := p * pageSize
+			if off+hdr+64 > len(b) {
+				continue
+			}
+			meta := b[off+hdr : off+hdr+64]
+			if binary.LittleEndian.Uint32(meta[0:]) != 0xED0CDAED || int(binary.LittleEndian.Uint32(meta[8:])) != pageSize {
+				continue
+			}
+			// The checksum (FNV-1a 64) covers the meta fields before it.
+			if fnv64a(meta[:56]) != binary.LittleEndian.Uint64(meta[56:]) {
+				continue
+			}
+			pages := binary.LittleEndian.Uint64(meta[40:])
+			if pages*uint64(pageSize) > uint64(len(b)) {
+				return &DamageError{File: path, Problem: fmt.Sprintf("%d bytes, but its metadata says %d pages of %d", len(b), pages, pageSize)}
+			}
+			ok = true
+		}
+	}
+	if !ok {
+		return &DamageError{File: path, Problem: "no valid bbolt meta page"}
+	}
+	return nil
+}
+
+func fnv64a(b []byte) uint64 {
+	h := uint64(14695981039346656037)
+	for _, c := range b {
+		h ^= uint64(c)
+		h *= 1099511628211
+	}
+	return h
+}
+
+func decodeWALMeta(b []byte) (walMetaDoc, error) {
+	const head = 4 + 4 + 4
+	if len(b) < head+4 {
+		return walMetaDoc{}, fmt.Errorf("%d bytes, too short", len(b))
+	}
+	if [4]byte(b[:4]) != walMetaMagic {
+		return walMetaDoc{}, fmt.Errorf("not a zkd WAL metadata file (magic %x)", b[:4])
+	}
+	if v := binary.BigEndian.Uint32(b[4:]); v != walMetaVersion {
+		return walMetaDoc{}, fmt.Errorf("format version %d, want %d", v, walMetaVersion)
+	}
+	n := binary.BigEndian.Uint32(b[8:])
+	if uint64(n)+head+4 != uint64(len(b)) {
+		return walMetaDoc{}, fmt.Errorf("%d bytes, but the header says %d", len(b), uint64(n)+head+4)
+	}
+	body := b[:head+n]
+	if crc32.Checksum(body, castagnoli) != binary.BigEndian.Uint32(b[head+n:]) {
+		return walMetaDoc{}, errors.New("checksum mismatch")
+	}
+	var doc walMetaDoc
+	if err := json.Unmarshal(b[head:head+n], &doc); err != nil {
+		return walMetaDoc{}, fmt.Errorf("does not decode: %v", err)
+	}
+	if doc.Stable == nil {
+		doc.Stable = map[string][]byte{}
+	}
+	return doc, nil
+}
+
+func encodeWALMeta(doc walMetaDoc) ([]byte, error) {
+	js, err := json.Marshal(doc)
+	if err != nil {
+		return nil, err
+	}
+	b := append([]byte{}, walMetaMagic[:]...)
+	b = binary.BigEndian.AppendUint32(b, walMetaVersion)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(js)))
+	b = append(b, js...)
+	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli)), nil
+}
+
+// write replaces the file with m.doc durably; m.mu is held.
+func (m *walMetaFile) write() error {
+	b, err := encodeWALMeta(m.doc)
+	if err != nil {
+		return fmt.Errorf("consensus: wal metadata: %w", err)
+	}
+	return writeFileAtomic(m.path, b)
+}
+
+// writeFileAtomic replaces path with b: a temporary file beside it, fsynced, renamed over it, and
+// the directory fsynced.
+func writeFileAtomic(path string, b []byte) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("consensus: %w", err)
+	}
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("consensus: write %s: %w", path, err)
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+// CommitState implements types.MetaStore.
+func (m *walMetaFile) CommitState(st types.PersistentState) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	prev := m.doc.State
+	m.doc.State = st
+	if err := m.write(); err != nil {
+		m.doc.State = prev
+		return err
+	}
+	return nil
+}
+
+// GetStable implements types.MetaStore: nil for a key never set.
+func (m *walMetaFile) GetStable(key []byte) ([]byte, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return bytes.Clone(m.doc.Stable[string(key)]), nil
+}
+
+// SetStable implements types.MetaStore.
+func (m *walMetaFile) SetStable(key, value []byte) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	prev, had := m.doc.Stable[string(key)]
+	if value == nil {
+		delete(m.doc.Stable, string(key))
+	} else {
+		m.doc.Stable[string(key)] = bytes.Clone(value)
+	}
+	if err := m.write(); err != nil {
+		if had {
+			m.doc.Stable[string(key)] = prev
+		} else {
+			delete(m.doc.Stable, string(key))
+		}
+		return err
+	}
+	return nil
+}
+
+// Close implements types.MetaStore.
+func (m *walMetaFile) Close() error { return nil }
+
+// tornTail reads the newest segment file under walDir the way raft-wal lays it out (a 32-byte
+// header, then frames of an 8-byte header and a payload padded to 8 bytes; a commit frame ends
+// each append) and returns how many non-zero bytes follow the last commit frame: what a crash
+// in the middle of an append left behind, which raft-wal ignores and overwrites.
+func tornTail(walDir string, fix bool) (file string, torn int, err error) {
+	file = walSegmentOf(walDir, ^uint64(0))
+	if filepath.Ext(file) != ".wal" {
+		return "", 0, nil
+	}
+	flag := os.O_RDONLY
+	if fix {
+		flag = os.O_RDWR
+	}
+	f, err := os.OpenFile(file, flag, 0)
+	if err != nil {
+		return file, 0, err
+	}
+	defer f.Close()
+	const (
+		fileHeader  = 32
+		frameHeader = 8
+		entryFrame  = 1
+		indexFrame  = 2
+		commitFrame = 3
+	)
+	var hdr [frameHeader]byte
+	off, commitEnd := int64(fileHeader), int64(fileHeader)
+	for {
+		if _, err := f.ReadAt(hdr[:], off); err != nil {
+			break
+		}
+		typ, n := hdr[0], int64(binary.LittleEndian.Uint32(hdr[4:]))
+		switch typ {
+		case entryFrame, indexFrame:
+			off += frameHeader + (n+7)&^7
+			continue
+		case commitFrame:
+			off += frameHeader
+			commitEnd = off
+			continue
+		}
+		break
+	}
+	// Count what follows the last commit, in 64 KiB reads, up to the first all-zero read.
+	buf := make([]byte, 64<<10)
+	end := commitEnd
+	for pos := commitEnd; ; pos += int64(len(buf)) {
+		k, _ := f.ReadAt(buf, pos)
+		nz := 0
+		for _, c := range buf[:k] {
+			if c != 0 {
+				nz++
+			}
+		}
+		torn += nz
+		if nz > 0 {
+			end = pos + int64(k)
+		}
+		if nz == 0 || k < len(buf) {
+			break
+		}
+	}
+	if torn > 0 && fix {
+		if _, err := f.WriteAt(make([]byte, end-commitEnd), commitEnd); err != nil {
+			return file, torn, err
+		}
+		if err := f.Sync(); err != nil {
+			return file, torn, err
+		}
+	}
+	return file, torn, nil
+}
