@@ -164,9 +164,6 @@ type checkedStore struct {
 	done chan struct{}
 }
 
-// errAbsent marks a stable key that was never set.
-var errAbsent = errors.New("absent")
-
 // getStable reads key as the backend stored it: nil for a key never set (whatever the backend's
 // way of saying so).
 func getStable(b raft.StableStore, key []byte) ([]byte, error) {
