@@ -283,3 +283,19 @@ func syncDir(dir string) error {
 	}
 	return nil
 }
+
+// Segment sizes: raft-wal's default preallocates 64 MiB per segment file, which a small data
+// volume cannot hold (a 20 MB volume could not start). The size follows the space available when
+// the store opens: an eighth of it, between 1 MiB and 64 MiB.
+const (
+	minSegmentSize = 1 << 20
+	maxSegmentSize = 64 << 20
+)
+
+func segmentSizeFor(dir string) int {
+	free, ok := diskFree(dir)
+	if !ok {
+		return maxSegmentSize
+	}
+	return int(min(max(free/8, minSegmentSize), maxSegmentSize))
+}

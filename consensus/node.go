@@ -220,7 +220,11 @@ func (n *Node) open() error {
 			return err
 		}
 		fresh := !exists(filepath.Join(dir, walDirName)) && !exists(filepath.Join(dir, boltName)) && !hasSnapshots(dir)
-		store, err := openLogStore(dir, cfg.LogStore, cfg.walSegmentSize, fresh, hl)
+		segSize := cfg.walSegmentSize
+		if segSize == 0 {
+			segSize = segmentSizeFor(dir)
+		}
+		store, err := openLogStore(dir, cfg.LogStore, segSize, fresh, hl)
 		if err != nil {
 			lock.Close()
 			return err

@@ -148,3 +148,47 @@ func TestDamagedDataRefusedWithAdvice(t *testing.T) {
 		t.Fatal("/n0045, whose entry was damaged and dropped, exists")
 	}
 }
+
+// A 20 MB data volume (a tmpfs mounted for the test; it needs root, as CI has): zkd starts,
+// takes writes and serves them after a restart. The log's segment files are sized to the space
+// available instead of 64 MiB each.
+func TestSmallDataVolume(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a 20 MB tmpfs needs root")
+	}
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=20m", "zkd-test", dir).CombinedOutput(); err != nil {
+		t.Fatalf("mount: %v: %s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
+			t.Errorf("umount: %v: %s", err, out)
+		}
+	})
+	addr := freePort(t)
+	args := []string{"-data", dir, "-addr", addr, "-admin", "off"}
+	p := startZkd(t, args...)
+	waitRuok(t, addr, p)
+	c := connectZk(t, addr)
+	data := bytes.Repeat([]byte("x"), 1024)
+	for i := range 500 {
+		if _, err := c.Create(fmt.Sprintf("/s%04d", i), data, 0, zk.WorldACL(zk.PermAll)); err != nil {
+			t.Fatalf("create %d on a 20 MB volume: %v\n%s", i, err, p.out.String())
+		}
+	}
+	c.Close()
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	_ = p.cmd.Wait()
+	p = startZkd(t, args...)
+	waitRuok(t, addr, p)
+	c = connectZk(t, addr)
+	defer c.Close()
+	if got, _, err := c.Get("/s0499"); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("after a restart: %v", err)
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	_ = p.cmd.Wait()
+}
