@@ -1,11 +1,13 @@
 package consensus
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
+	"slices"
 	"sync"
 	"time"
 
@@ -233,7 +235,9 @@ func (c *checkedStore) upgrade(fresh bool) error {
 	if !fresh && term == nil {
 		return c.damage(0, "the log store's metadata is missing (no term, no checksum marker) while the directory holds data")
 	}
-	for _, k := range raftUint64Keys {
+	// Raft's keys get trailers, as this store would have written them. A uint64 is read through
+	// the backend's own encoding (raft-boltdb's differs from raft-wal's).
+	for _, k := range append(append([][]byte{}, raftUint64Keys...), raftBytesKeys...) {
 		raw, err := getStable(c.inner, k)
 		if err != nil {
 			return c.damage(0, fmt.Sprintf("reading %s: %v", k, err))
@@ -244,24 +248,12 @@ func (c *checkedStore) upgrade(fresh bool) error {
 		if _, ok := openStable(k, raw); ok {
 			continue // an upgrade that stopped half way already rewrote it
 		}
-		v, err := c.inner.GetUint64(k)
-		if err != nil {
-			return c.damage(0, fmt.Sprintf("reading %s: %v", k, err))
-		}
-		if err := c.SetUint64(k, v); err != nil {
-			return err
-		}
-	}
-	for _, k := range raftBytesKeys {
-		raw, err := getStable(c.inner, k)
-		if err != nil {
-			return c.damage(0, fmt.Sprintf("reading %s: %v", k, err))
-		}
-		if raw == nil {
-			continue
-		}
-		if _, ok := openStable(k, raw); ok {
-			continue
+		if slices.ContainsFunc(raftUint64Keys, func(u []byte) bool { return bytes.Equal(u, k) }) {
+			v, err := c.inner.GetUint64(k)
+			if err != nil {
+				return c.damage(0, fmt.Sprintf("reading %s: %v", k, err))
+			}
+			raw = binary.LittleEndian.AppendUint64(nil, v)
 		}
 		if err := c.Set(k, raw); err != nil {
 			return err

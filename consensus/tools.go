@@ -194,28 +194,24 @@ func logRecord(l *raft.Log) LogRecord {
 	return r
 }
 
-// txnPath returns the path and data size a decoded transaction names, for dumps.
+// txnPath returns the path and data size a decoded transaction names, for dumps; a multi shows
+// how many more operations it holds.
 func txnPath(req any) (string, int) {
+	r, _ := req.(jute.Record)
+	path := jute.RequestPath(r)
 	switch q := req.(type) {
 	case *jute.CreateRequest:
-		return q.Path, len(q.Data)
+		return path, len(q.Data)
 	case *jute.CreateTTLRequest:
-		return q.Path, len(q.Data)
+		return path, len(q.Data)
 	case *jute.SetDataRequest:
-		return q.Path, len(q.Data)
-	case *jute.DeleteRequest:
-		return q.Path, 0
-	case *jute.SetACLRequest:
-		return q.Path, 0
-	case *jute.CheckVersionRequest:
-		return q.Path, 0
+		return path, len(q.Data)
 	case *jute.MultiRequest:
-		if len(q.Ops) > 0 {
-			p, _ := txnPath(q.Ops[0].Req)
-			return fmt.Sprintf("%s (+%d ops)", p, len(q.Ops)-1), 0
+		if len(q.Ops) > 1 {
+			path = fmt.Sprintf("%s (+%d ops)", path, len(q.Ops)-1)
 		}
 	}
-	return "", 0
+	return path, 0
 }
 
 // NodeRecord is one znode as DumpSnapshot shows it.
@@ -245,21 +241,11 @@ func DumpSnapshot(path string, sessions func(zxid int64, s []znode.Session) erro
 // (the writes stored after a damaged entry) rather than restore a backup. The store's metadata
 // must be intact. It returns how many entries it dropped.
 func TruncateLog(dataDir string, from uint64) (uint64, error) {
-	dir := filepath.Join(dataDir, "raft")
-	lock, err := lockDir(dir)
+	store, _, _, done, err := openDir(dataDir)
 	if err != nil {
 		return 0, err
 	}
-	defer lock.Close()
-	kind := LogStoreWAL
-	if !exists(filepath.Join(dir, walDirName)) && exists(filepath.Join(dir, boltName)) {
-		kind = LogStoreBolt
-	}
-	store, err := openLogStore(dir, kind, 0, false, hclog.NewNullLogger())
-	if err != nil {
-		return 0, err
-	}
-	defer store.Close()
+	defer done()
 	last, err := store.LastIndex()
 	if err != nil {
 		return 0, err

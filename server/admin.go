@@ -77,15 +77,24 @@ var adminCommands = map[string]string{
 	"watches": "watches", "wchc": "watches",
 	"watches_by_path": "watches_by_path", "wchp": "watches_by_path",
 	"voting_view": "voting_view",
+	// ZooKeeper 3.9's later commands and zkd's locks (admin_commands.go)
+	"hash":          "hash",
+	"last_snapshot": "last_snapshot", "lsnp": "last_snapshot",
+	"initial_configuration": "initial_configuration", "icfg": "initial_configuration",
+	"get_trace_mask": "get_trace_mask", "gtmk": "get_trace_mask",
+	"set_trace_mask": "set_trace_mask", "stmk": "set_trace_mask",
+	"system_properties": "system_properties", "sysp": "system_properties",
+	"zabstate":  "zabstate",
+	"observers": "observers", "obsr": "observers",
+	"observer_connection_stat_reset": "observer_connection_stat_reset", "orst": "observer_connection_stat_reset",
+	"locks": "locks", "lcks": "locks",
 }
 
 func (s *Server) serveCommandList(w http.ResponseWriter, _ *http.Request) {
 	var names []string
-	for _, m := range []map[string]string{adminCommands, moreAdminCommands} {
-		for k, v := range m {
-			if k == v {
-				names = append(names, k)
-			}
+	for k, v := range adminCommands {
+		if k == v {
+			names = append(names, k)
 		}
 	}
 	sort.Strings(names)
@@ -102,7 +111,7 @@ func (s *Server) serveCommandList(w http.ResponseWriter, _ *http.Request) {
 func (s *Server) serveCommand(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	out := map[string]any{}
-	primary, ok := adminCommand(name)
+	primary, ok := adminCommands[name]
 	switch {
 	case !ok:
 		out["error"] = "Unknown command: " + name

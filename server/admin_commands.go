@@ -20,29 +20,6 @@ import (
 // (hash, lcks; gtmk and stmk read and set the same trace mask). snapshot and restore are not here:
 // they come with backup and restore (docs/differences.md).
 
-// moreAdminCommands maps the names and aliases of these commands to their primary names.
-var moreAdminCommands = map[string]string{
-	"hash":          "hash",
-	"last_snapshot": "last_snapshot", "lsnp": "last_snapshot",
-	"initial_configuration": "initial_configuration", "icfg": "initial_configuration",
-	"get_trace_mask": "get_trace_mask", "gtmk": "get_trace_mask",
-	"set_trace_mask": "set_trace_mask", "stmk": "set_trace_mask",
-	"system_properties": "system_properties", "sysp": "system_properties",
-	"zabstate":  "zabstate",
-	"observers": "observers", "obsr": "observers",
-	"observer_connection_stat_reset": "observer_connection_stat_reset", "orst": "observer_connection_stat_reset",
-	"locks": "locks", "lcks": "locks",
-}
-
-// adminCommand returns the primary name of an admin command name or alias.
-func adminCommand(name string) (string, bool) {
-	if p, ok := adminCommands[name]; ok {
-		return p, true
-	}
-	p, ok := moreAdminCommands[name]
-	return p, ok
-}
-
 // defaultTraceMask is ZooKeeper's default text trace mask (ZooTrace): the value gtmk reports on a
 // fresh server.
 const defaultTraceMask = 306

@@ -116,31 +116,7 @@ func (r *request) path() string {
 	if r.writePath != "" {
 		return r.writePath
 	}
-	switch b := r.body.(type) {
-	case *jute.GetDataRequest:
-		return b.Path
-	case *jute.ExistsRequest:
-		return b.Path
-	case *jute.GetChildrenRequest:
-		return b.Path
-	case *jute.GetChildren2Request:
-		return b.Path
-	case *jute.GetACLRequest:
-		return b.Path
-	case *jute.SyncRequest:
-		return b.Path
-	case *jute.GetAllChildrenNumberRequest:
-		return b.Path
-	case *jute.GetEphemeralsRequest:
-		return b.PrefixPath
-	case *jute.AddWatchRequest:
-		return b.Path
-	case *jute.CheckWatchesRequest:
-		return b.Path
-	case *jute.RemoveWatchesRequest:
-		return b.Path
-	}
-	return ""
+	return jute.RequestPath(r.body)
 }
 
 // writePathOf returns the path at the start of a write's body (create, delete, setData and
