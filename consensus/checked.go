@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	wal "github.com/hashicorp/raft-wal"
 )
 
 // Checksums on everything Raft's stores give back.
@@ -164,6 +165,29 @@ type checkedStore struct {
 	}
 	stop chan struct{}
 	done chan struct{}
+	// onError, if set, is told of every failed write (the disk guard watches for ENOSPC).
+	onError func(error)
+	// The disk guard's hooks (diskguard.go), set before Raft starts: full, when a write fails for
+	// want of space, says whether to wait for space rather than fail (Raft then neither steps
+	// down nor starts elections over its own disk); spaceOK says whether there is room again;
+	// reopen replaces a backend that a failed segment rotation left unable to append; quit ends
+	// a wait. Without them a failed write fails.
+	full     func() (wait bool)
+	spaceOK  func() bool
+	reopen   func() (storeBackend, error)
+	reopened func()
+	quit     <-chan struct{}
+	// rw guards inner against reopen: every use holds it shared.
+	rw sync.RWMutex
+	// appended counts bytes appended since the guard last looked at the free space.
+	appended int
+}
+
+func (c *checkedStore) failed(err error) error {
+	if err != nil && c.onError != nil {
+		c.onError(err)
+	}
+	return err
 }
 
 // getStable reads key as the backend stored it: nil for a key never set (whatever the backend's
@@ -316,25 +340,34 @@ func (c *checkedStore) Close() error {
 		c.writeDurable(c.mu.stored)
 	}
 	c.mu.Unlock()
+	c.rw.Lock()
+	defer c.rw.Unlock()
 	return c.inner.Close()
 }
 
 // FirstIndex implements raft.LogStore.
 func (c *checkedStore) FirstIndex() (i uint64, err error) {
 	defer c.guard(0, &err)
+	c.rw.RLock()
+	defer c.rw.RUnlock()
 	return c.inner.FirstIndex()
 }
 
 // LastIndex implements raft.LogStore.
 func (c *checkedStore) LastIndex() (i uint64, err error) {
 	defer c.guard(0, &err)
+	c.rw.RLock()
+	defer c.rw.RUnlock()
 	return c.inner.LastIndex()
 }
 
 // GetLog implements raft.LogStore: the entry, verified, without its trailer.
 func (c *checkedStore) GetLog(index uint64, l *raft.Log) (err error) {
 	defer c.guard(index, &err)
-	if err := c.inner.GetLog(index, l); err != nil {
+	c.rw.RLock()
+	err = c.inner.GetLog(index, l)
+	c.rw.RUnlock()
+	if err != nil {
 		return err
 	}
 	if p := openEntry(index, l, index < c.from); p != "" {
@@ -359,8 +392,32 @@ func (c *checkedStore) StoreLogs(logs []*raft.Log) error {
 		sealed[i].Extensions = sealEntry(l)
 		ptrs[i] = &sealed[i]
 	}
-	if err := c.inner.StoreLogs(ptrs); err != nil {
-		return err
+	for {
+		c.rw.RLock()
+		err := c.inner.StoreLogs(ptrs)
+		c.rw.RUnlock()
+		if err == nil {
+			break
+		}
+		c.failed(err)
+		wedged := errors.Is(err, wal.ErrSealed)
+		if !(isNoSpace(err) || wedged) || c.full == nil || !c.full() {
+			return err
+		}
+		if werr := c.awaitSpace(wedged); werr != nil {
+			return fmt.Errorf("%w (then: %w)", err, werr)
+		}
+	}
+	if c.spaceOK != nil {
+		for _, l := range ptrs {
+			c.appended += len(l.Data) + len(l.Extensions)
+		}
+		// Look at the free space every eighth of a segment, so that a burst cannot fill the disk
+		// between two looks of the guard's ticker.
+		if c.appended >= diskCheckBytes {
+			c.appended = 0
+			c.spaceOK()
+		}
 	}
 	c.mu.Lock()
 	if last := logs[len(logs)-1].Index; last > c.mu.stored {
@@ -368,6 +425,45 @@ func (c *checkedStore) StoreLogs(logs []*raft.Log) error {
 	}
 	c.mu.Unlock()
 	return nil
+}
+
+// awaitSpace waits until the disk has room again, reopening a backend that a failed rotation left
+// unable to append (raft-wal never retries one), or until quit.
+func (c *checkedStore) awaitSpace(wedged bool) error {
+	t := time.NewTicker(diskPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.quit:
+			return ErrShutdown
+		case <-t.C:
+		}
+		if !c.spaceOK() {
+			continue
+		}
+		if !wedged || c.reopen == nil {
+			return nil
+		}
+		c.rw.Lock()
+		err := c.inner.Close()
+		var fresh storeBackend
+		if err == nil {
+			fresh, err = c.reopen()
+		}
+		if err == nil {
+			c.inner = fresh
+		}
+		c.rw.Unlock()
+		if err == nil {
+			if c.reopened != nil {
+				c.reopened()
+			}
+			return nil
+		}
+		if c.onError != nil {
+			c.onError(fmt.Errorf("reopening the log store: %w", err))
+		}
+	}
 }
 
 // DeleteRange implements raft.LogStore. Deleting entries at or below the recorded durable index
@@ -384,19 +480,25 @@ func (c *checkedStore) DeleteRange(lo, hi uint64) error {
 	if lo <= c.mu.stored && hi >= c.mu.stored {
 		c.mu.stored = lo - 1
 	}
+	c.rw.RLock()
+	defer c.rw.RUnlock()
 	return c.inner.DeleteRange(lo, hi)
 }
 
 // Set implements raft.StableStore.
 func (c *checkedStore) Set(key, val []byte) error {
-	return c.inner.Set(key, sealStable(key, val))
+	c.rw.RLock()
+	defer c.rw.RUnlock()
+	return c.failed(c.inner.Set(key, sealStable(key, val)))
 }
 
 // Get implements raft.StableStore: a key never set reads as the backend says; a value that fails
 // its checksum is damage.
 func (c *checkedStore) Get(key []byte) (v []byte, err error) {
 	defer c.guard(0, &err)
+	c.rw.RLock()
 	raw, err := c.inner.Get(key)
+	c.rw.RUnlock()
 	if err != nil || len(raw) == 0 {
 		return raw, err
 	}

@@ -96,7 +96,8 @@ type Node struct {
 		relayRefused atomic.Int64
 	}
 	metrics  *metrics    // the measurements mntr and /metrics read (metrics.go)
-	diskFull atomic.Bool // the data directory's disk is full (Stats.DiskFull); set by disk-full detection
+	diskFull atomic.Bool // the data directory's disk is full (Stats.DiskFull; diskguard.go)
+	segSize  int         // the log's segment size, for the disk guard (0 in memory)
 	announce commitNote  // the leader's latest applied entry, to announce (relay.go)
 	relay    *relay
 	snap     chan struct{} // the FSM asks for a snapshot (SnapshotBytes)
@@ -185,6 +186,9 @@ func New(cfg Config) (*Node, error) {
 	n.wg.Go(n.runRelay)
 	n.wg.Go(n.runSnapshotter)
 	n.wg.Go(n.runWatcher)
+	if cfg.Dir != "" {
+		n.wg.Go(func() { n.runDiskGuard(filepath.Join(cfg.Dir, "raft"), n.segSize) })
+	}
 	return n, nil
 }
 
@@ -229,6 +233,22 @@ func (n *Node) open() error {
 			lock.Close()
 			return err
 		}
+		store.onError = n.noteStoreError
+		n.segSize = segSize
+		store.full, store.spaceOK, store.quit = n.diskWait, n.spaceOK, n.stop
+		if cfg.LogStore != LogStoreBolt {
+			walDir := filepath.Join(dir, walDirName)
+			store.reopen = func() (storeBackend, error) {
+				if _, err := unsealTail(walDir); err != nil {
+					return nil, fmt.Errorf("consensus: undo a failed rotation: %w", err)
+				}
+				return openWAL(walDir, segSize, hl)
+			}
+			store.reopened = func() {
+				n.log.Info("reopened the log store after a segment could not be created for want of space", "dir", walDir)
+			}
+		}
+		makeReserve(filepath.Join(dir, walDirName))
 		n.store = storeCloser{store: store, lock: lock}
 		stable = store
 		n.fsm.snapDir = dir

@@ -334,6 +334,8 @@ func (n *Node) submitted(p *Pending, r rpcReply) {
 		n.committed(p, cm.Index)
 	case r.status == statusMoved:
 		n.finish(p, nil, nil, ErrSessionMoved)
+	case r.status == statusDiskFull:
+		n.finish(p, nil, nil, ErrDiskFull)
 	case r.status == statusNotProposed:
 		n.notProposed(p, errors.New(string(r.payload)))
 	default:
@@ -421,6 +423,9 @@ func (n *Node) leaderApply(entry []byte) (raft.ApplyFuture, error) {
 	h, err := peekCommand(entry)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadRequest, err)
+	}
+	if h.op != jute.OpCloseSession && clientWriteOp(h.op) && n.diskFull.Load() {
+		return nil, ErrDiskFull
 	}
 	server := originServer(h.origin)
 	if h.op != jute.OpCreateSession && h.session != 0 && !n.sessions.owns(h.session, server) {

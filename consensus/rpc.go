@@ -47,6 +47,7 @@ const (
 	statusUnknown     byte = 2 // proposed, outcome unknown
 	statusFailed      byte = 3 // payload is an error message
 	statusMoved       byte = 4 // nothing was proposed: the session is owned by another server
+	statusDiskFull    byte = 5 // nothing was proposed: the leader's disk is full
 )
 
 // maxFrame bounds a frame: a jute request is at most about 1 MiB plus our header.
@@ -451,6 +452,8 @@ func (n *Node) serveRPC(conn net.Conn) {
 					status = statusMoved
 				case errors.Is(err, ErrBadRequest):
 					status = statusFailed
+				case errors.Is(err, ErrDiskFull):
+					status = statusDiskFull
 				}
 				reply(id, status, []byte(err.Error()))
 				continue

@@ -202,7 +202,12 @@ func (m *walMetaFile) write() error {
 	if err != nil {
 		return fmt.Errorf("consensus: wal metadata: %w", err)
 	}
-	return writeFileAtomic(m.path, b)
+	err = writeFileAtomic(m.path, b)
+	if isNoSpace(err) && releaseReserve(filepath.Dir(m.path)) {
+		// The reserve exists for this: a term or a vote must be recorded even on a full disk.
+		err = writeFileAtomic(m.path, b)
+	}
+	return err
 }
 
 // writeFileAtomic replaces path with b: a temporary file beside it, fsynced, renamed over it, and
@@ -345,4 +350,89 @@ func tornTail(walDir string, fix bool) (file string, torn int, err error) {
 		}
 	}
 	return file, torn, nil
+}
+
+// unsealTail undoes a seal that raft-wal wrote to the tail segment but could not follow with a
+// new segment (no space for the file or for the metadata): its metadata still lists the segment
+// as the unsealed tail, so on reopening raft-wal recovers it as sealed and refuses every append
+// without ever trying the rotation again. A seal is an index frame written between an append's
+// entries and its commit frame. unsealTail rewrites that append's end as if it had not sealed:
+// a commit frame right after the entries, whose CRC-32C covers what the commit covers (from the
+// end of the previous commit frame, or the file's start), then zeroes what is left of the index
+// and the old commit. The entries stay committed; the next append seals and rotates again. The
+// new commit frame is written and synced before anything is cleared, so a crash in between
+// leaves a segment raft-wal recovers to the same entries. It reports whether it undid a seal.
+func unsealTail(walDir string) (bool, error) {
+	b, err := os.ReadFile(filepath.Join(walDir, walMetaFileName))
+	if err != nil {
+		return false, err
+	}
+	doc, err := decodeWALMeta(b)
+	if err != nil || len(doc.State.Segments) == 0 {
+		return false, err
+	}
+	tail := doc.State.Segments[len(doc.State.Segments)-1]
+	if !tail.SealTime.IsZero() {
+		return false, nil
+	}
+	name := filepath.Join(walDir, fmt.Sprintf("%020d-%016x.wal", tail.BaseIndex, tail.ID))
+	f, err := os.OpenFile(name, os.O_RDWR, 0)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	const (
+		fileHeader  = 32
+		frameHeader = 8
+		entryFrame  = 1
+		indexFrame  = 2
+		commitFrame = 3
+	)
+	var hdr [frameHeader]byte
+	off := int64(fileHeader)
+	crcStart := int64(0) // the first commit covers the file header too
+	indexAt, sealEnd, sealCRCStart := int64(-1), int64(-1), int64(0)
+scan:
+	for {
+		if _, err := f.ReadAt(hdr[:], off); err != nil {
+			break
+		}
+		typ, n := hdr[0], int64(binary.LittleEndian.Uint32(hdr[4:]))
+		switch typ {
+		case entryFrame:
+			off += frameHeader + (n+7)&^7
+		case indexFrame:
+			indexAt = off
+			off += frameHeader + (n+7)&^7
+		case commitFrame:
+			if indexAt >= 0 {
+				sealEnd, sealCRCStart = off+frameHeader, crcStart
+				break scan
+			}
+			off += frameHeader
+			crcStart = off
+		default:
+			break scan
+		}
+	}
+	if indexAt < 0 || sealEnd < 0 {
+		return false, nil
+	}
+	covered := make([]byte, indexAt-sealCRCStart)
+	if _, err := f.ReadAt(covered, sealCRCStart); err != nil {
+		return false, err
+	}
+	var commit [frameHeader]byte
+	commit[0] = commitFrame
+	binary.LittleEndian.PutUint32(commit[4:], crc32.Checksum(covered, castagnoli))
+	if _, err := f.WriteAt(commit[:], indexAt); err != nil {
+		return false, err
+	}
+	if err := f.Sync(); err != nil {
+		return false, err
+	}
+	if _, err := f.WriteAt(make([]byte, sealEnd-indexAt-frameHeader), indexAt+frameHeader); err != nil {
+		return false, err
+	}
+	return true, f.Sync()
 }

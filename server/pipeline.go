@@ -148,6 +148,9 @@ func (c *conn) admitWrite(ctx context.Context, r *request, body []byte) bool {
 	switch {
 	case err != nil && isBadRequest(err):
 		r.fixed, r.code = true, jute.CodeMarshallingError
+	case errors.Is(err, consensus.ErrDiskFull):
+		// Nothing was proposed; ThrottledOp tells the client exactly that (docs/differences.md).
+		r.fixed, r.code = true, jute.CodeThrottledOp
 	case err != nil:
 		c.log.Debug("write not proposed; dropping the connection", "op", op, "err", err)
 		c.abort(err)
@@ -162,13 +165,13 @@ func (c *conn) admitWrite(ctx context.Context, r *request, body []byte) bool {
 }
 
 // startWrite starts a write as the connection's next one in order. A write refused as malformed
-// was not proposed and does not take a place in the order.
+// or for a full disk was not proposed and does not take a place in the order.
 func (c *conn) startWrite(ctx context.Context, w consensus.Proposal) (*consensus.Pending, error) {
 	if c.attach != 0 {
 		w.Attach, w.Seq = c.attach, c.writeSeq+1
 	}
 	p, err := c.s.cons.Start(ctx, w)
-	if err == nil || !isBadRequest(err) {
+	if err == nil || !(isBadRequest(err) || errors.Is(err, consensus.ErrDiskFull)) {
 		c.writeSeq = w.Seq
 	}
 	return p, err

@@ -3,7 +3,10 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -191,4 +194,147 @@ func TestSmallDataVolume(t *testing.T) {
 	}
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	_ = p.cmd.Wait()
+}
+
+// mountTmpfs mounts a tmpfs of size at a new directory for the test (root only, as CI runs).
+func mountTmpfs(t *testing.T, size string) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root")
+	}
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "zkd-test", dir).CombinedOutput(); err != nil {
+		t.Fatalf("mount: %v: %s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
+			t.Errorf("umount: %v: %s", err, out)
+		}
+	})
+	return dir
+}
+
+// fillDisk writes a file in dir until the file system has no space left.
+func fillDisk(t *testing.T, dir string) string {
+	t.Helper()
+	path := filepath.Join(dir, "filler")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 64<<10)
+	for {
+		if _, err := f.Write(buf); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatalf("filling the disk: %v", err)
+			}
+			return path
+		}
+	}
+}
+
+// A standalone server whose disk fills up (another file takes every byte): writes fail at once
+// with ThrottledOp (nothing done), while reads, new sessions and mntr go on and say so; once the
+// file is removed, writes are taken again without a restart, and after a restart every
+// acknowledged write is there. The disk-full state is logged once.
+func TestDiskFullStandalone(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	vol := mountTmpfs(t, "16m")
+	addr := freePort(t)
+	args := []string{"-data", filepath.Join(vol, "data"), "-addr", addr, "-admin", "off"}
+	p := startZkd(t, args...)
+	waitRuok(t, addr, p)
+	c := connectZk(t, addr)
+	var acked []string
+	create := func(path string) error {
+		_, err := c.Create(path, []byte(path), 0, zk.WorldACL(zk.PermAll))
+		if err == nil {
+			acked = append(acked, path)
+		}
+		return err
+	}
+	for i := range 50 {
+		if err := create(fmt.Sprintf("/before-%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	filler := fillDisk(t, vol)
+
+	var refused error
+	deadline := time.Now().Add(15 * time.Second)
+	for i := 0; refused == nil; i++ {
+		if time.Now().After(deadline) {
+			t.Fatalf("writes still taken on a full disk; output:\n%s", p.out.String())
+		}
+		refused = create(fmt.Sprintf("/while-%d", i))
+		if refused == nil {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	if !strings.Contains(refused.Error(), "-127") {
+		t.Fatalf("a write on a full disk failed with %v; want ThrottledOp (-127)", refused)
+	}
+	if data, _, err := c.Get("/before-7"); err != nil || string(data) != "/before-7" {
+		t.Fatalf("read on a full disk: %q %v", data, err)
+	}
+	c2 := connectZk(t, addr) // a new session is a small entry: it still works
+	if ok, _, err := c2.Exists("/before-49"); err != nil || !ok {
+		t.Fatalf("a new session's read on a full disk: %v %v", ok, err)
+	}
+	c2.Close()
+	if mntr := fourLetter(t, addr, "mntr"); !strings.Contains(mntr, "zk_disk_full\t1") {
+		t.Fatalf("mntr on a full disk:\n%s", mntr)
+	}
+
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(20 * time.Second)
+	for i := 0; ; i++ {
+		err := create(fmt.Sprintf("/after-%d", i))
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("writes not taken again after space was freed: %v\n%s", err, p.out.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	c.Close()
+	if n := strings.Count(p.out.String(), "disk is full"); n != 1 {
+		t.Fatalf("the full disk was logged %d times; want once:\n%s", n, p.out.String())
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	_ = p.cmd.Wait()
+
+	p = startZkd(t, args...)
+	waitRuok(t, addr, p)
+	c = connectZk(t, addr)
+	defer c.Close()
+	for _, path := range acked {
+		if data, _, err := c.Get(path); err != nil || string(data) != path {
+			t.Fatalf("acknowledged %s after the restart: %q %v", path, data, err)
+		}
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	_ = p.cmd.Wait()
+}
+
+// fourLetter sends a four-letter word and returns the answer.
+func fourLetter(t *testing.T, addr, word string) string {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := conn.Write([]byte(word)); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(conn)
+	return string(b)
 }
