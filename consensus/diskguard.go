@@ -125,6 +125,18 @@ func (n *Node) diskWait() bool {
 	return r.State() != raft.Leader || !hasOtherVoters(r, n.cfg.ID)
 }
 
+// warnSmallVolume warns at start when the volume cannot hold what the log may grow to before a
+// snapshot (SnapshotBytes) besides the guard's need; a snapshot, about the tree's size, is
+// written beside it too.
+func (n *Node) warnSmallVolume(dir string) {
+	free, ok := diskFree(dir)
+	if ok && n.cfg.SnapshotBytes < 1<<62 && free < diskNeed(n.segSize)+n.cfg.SnapshotBytes {
+		n.log.Warn("the data volume has less free space than the log may grow to before a snapshot; "+
+			"writes will be refused when it runs low: add space, or lower snapSizeLimitInKb and snapCount",
+			"dir", n.cfg.Dir, "free_bytes", free, "snapshot_bytes", n.cfg.SnapshotBytes)
+	}
+}
+
 // runDiskGuard watches the space left on the data directory's file system.
 func (n *Node) runDiskGuard(dir string, segSize int) {
 	need := diskNeed(segSize)

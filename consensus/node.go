@@ -249,6 +249,7 @@ func (n *Node) open() error {
 			}
 		}
 		makeReserve(filepath.Join(dir, walDirName))
+		n.warnSmallVolume(dir)
 		n.store = storeCloser{store: store, lock: lock}
 		stable = store
 		n.fsm.snapDir = dir

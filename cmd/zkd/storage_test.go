@@ -175,6 +175,10 @@ func TestSmallDataVolume(t *testing.T) {
 	args := []string{"-data", dir, "-addr", addr, "-admin", "off"}
 	p := startZkd(t, args...)
 	waitRuok(t, addr, p)
+	// 20 MB is less than the 64 MiB of log a snapshot waits for by default: the start says so.
+	if !strings.Contains(p.out.String(), "less free space than the log may grow to before a snapshot") {
+		t.Fatalf("no warning about the small volume:\n%s", p.out.String())
+	}
 	c := connectZk(t, addr)
 	data := bytes.Repeat([]byte("x"), 1024)
 	for i := range 500 {
