@@ -77,7 +77,8 @@ var adminCommands = map[string]string{
 	"watches": "watches", "wchc": "watches",
 	"watches_by_path": "watches_by_path", "wchp": "watches_by_path",
 	"voting_view": "voting_view",
-	// ZooKeeper 3.9's later commands and zkd's locks (admin_commands.go)
+	// ZooKeeper 3.9's later commands and zkd's locks (admin_commands.go), snapshot (backup.go)
+	"snapshot": "snapshot", "snap": "snapshot",
 	"hash":          "hash",
 	"last_snapshot": "last_snapshot", "lsnp": "last_snapshot",
 	"initial_configuration": "initial_configuration", "icfg": "initial_configuration",
@@ -116,6 +117,10 @@ func (s *Server) serveCommand(w http.ResponseWriter, r *http.Request) {
 	case !ok:
 		out["error"] = "Unknown command: " + name
 		primary = name
+	case primary == "snapshot":
+		if s.serveSnapshot(w, r, out) {
+			return
+		}
 	case s.fillMoreCommand(primary, r.URL.Query(), out):
 	default:
 		s.fillCommand(primary, out)

@@ -93,6 +93,11 @@ type Config struct {
 	AdminListener net.Listener
 	// AdminCommandURL is the prefix of admin commands. Empty means "/commands".
 	AdminCommandURL string
+	// AdminSnapshotDisabled turns the snapshot admin command off (admin.snapshot.enabled=false).
+	AdminSnapshotDisabled bool
+	// AdminSnapshotInterval is the least time between two snapshot commands
+	// (admin.snapshot.intervalInMS). Zero means ZooKeeper's 5 minutes; negative, no limit.
+	AdminSnapshotInterval time.Duration
 	// EnablePprof serves net/http/pprof under /debug/pprof/ on the admin server.
 	EnablePprof bool
 	// InitialConfig is the text of the configuration file the server was started from, as the
@@ -149,6 +154,9 @@ var allFourLetterWords = []string{
 func (c Config) withDefaults() Config {
 	if c.Addr == "" && c.Listener == nil {
 		c.Addr = "127.0.0.1:0"
+	}
+	if c.AdminSnapshotInterval == 0 {
+		c.AdminSnapshotInterval = 5 * time.Minute
 	}
 	if c.ServerID == 0 && len(c.Peers) == 0 {
 		c.ServerID = 1

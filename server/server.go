@@ -63,6 +63,11 @@ type Server struct {
 	registry *prometheus.Registry
 	slow     *slowLog
 	intro    introspection // admin_commands.go
+	// lastSnapshot is when the snapshot admin command last ran (backup.go).
+	lastSnapshot struct {
+		sync.Mutex
+		at time.Time
+	}
 	admin    *http.Server
 	adminLn  net.Listener
 	shutOnce sync.Once

@@ -6,7 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
+	"net/http"
+	"os"
 	"strconv"
+	"strings"
 
 	"github.com/zkd-io/zkd/consensus"
 	"github.com/zkd-io/zkd/znode"
@@ -19,6 +23,9 @@ const toolsUsage = `  zkd verify DIR           check every checksum of a stopped
   zkd dump log DIR         one line per log entry (-json for JSON lines)
   zkd dump snapshot FILE   one line per znode of a snapshot's state.bin (-json for JSON lines)
   zkd repair -truncate N DIR  drop the log from entry N on (after damage; loses those writes)
+  zkd backup -admin URL -out FILE  a consistent backup of a running server (its snapshot command)
+  zkd backup -data DIR -out FILE   a backup of a stopped standalone server's directory
+  zkd restore -backup FILE -data DIR [-config zoo.cfg]  seed a new server (or cluster member)
 `
 
 // runTool runs a tool subcommand; ok is false when args name none.
@@ -33,6 +40,10 @@ func runTool(args []string, stdout, stderr io.Writer) (code int, ok bool) {
 		return dumpCmd(args[1:], stdout, stderr), true
 	case "repair":
 		return repairCmd(args[1:], stdout, stderr), true
+	case "backup":
+		return backupCmd(args[1:], stdout, stderr), true
+	case "restore":
+		return restoreCmd(args[1:], stdout, stderr), true
 	}
 	return 0, false
 }
@@ -171,5 +182,124 @@ func repairCmd(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	fmt.Fprintf(stdout, "dropped %d log entries from %d on; run zkd verify %s\n", n, idx, fs.Arg(0))
+	return 0
+}
+
+func backupCmd(args []string, stdout, stderr io.Writer) int {
+	fs := toolFlags("backup", stderr, "zkd backup (-admin URL [-auth user:password] | -data DIR) -out FILE")
+	admin := fs.String("admin", "", "a running server's admin server, e.g. http://127.0.0.1:8080")
+	auth := fs.String("auth", "", "digest credentials user:password with ALL permission on /")
+	data := fs.String("data", "", "a stopped standalone server's data directory")
+	out := fs.String("out", "", "the backup file to write")
+	if fs.Parse(args) != nil || fs.NArg() != 0 || *out == "" || (*admin == "") == (*data == "") {
+		fs.Usage()
+		return 2
+	}
+	tmp := *out + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		fmt.Fprintf(stderr, "zkd backup: %v\n", err)
+		return 1
+	}
+	if *admin != "" {
+		err = fetchSnapshot(*admin, *auth, f)
+	} else {
+		_, err = consensus.BackupDir(*data, f)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	var t *znode.Tree
+	if err == nil {
+		// Read back what was written before it takes the backup's name.
+		var r *os.File
+		if r, err = os.Open(tmp); err == nil {
+			t, err = consensus.ReadBackup(r)
+			r.Close()
+		}
+	}
+	if err == nil {
+		err = os.Rename(tmp, *out)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		fmt.Fprintf(stderr, "zkd backup: %v\n", err)
+		return 1
+	}
+	v := t.View()
+	fmt.Fprintf(stdout, "backup of zxid 0x%x (%d znodes, %d sessions) written to %s\n", v.Zxid(), v.NodeCount(), len(v.Sessions()), *out)
+	return 0
+}
+
+// fetchSnapshot streams a running server's snapshot command into w.
+func fetchSnapshot(admin, auth string, w io.Writer) error {
+	if !strings.Contains(admin, "://") {
+		admin = "http://" + admin
+	}
+	req, err := http.NewRequest(http.MethodGet, strings.TrimSuffix(admin, "/")+"/commands/snapshot?streaming=true", nil)
+	if err != nil {
+		return err
+	}
+	if auth != "" {
+		req.Header.Set("Authorization", "digest "+auth)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/octet-stream" {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return fmt.Errorf("%s answered %s: %s", admin, resp.Status, strings.TrimSpace(string(b)))
+	}
+	_, err = io.Copy(w, resp.Body)
+	return err
+}
+
+func restoreCmd(args []string, stdout, stderr io.Writer) int {
+	fs := toolFlags("restore", stderr, "zkd restore -backup FILE -data DIR [-config zoo.cfg]")
+	backup := fs.String("backup", "", "the backup file (zkd backup)")
+	data := fs.String("data", "", "the new server's data directory (must hold no zkd data)")
+	configPath := fs.String("config", "", "the new server's zoo.cfg: its myid and the cluster's members (default: standalone)")
+	if fs.Parse(args) != nil || fs.NArg() != 0 || *backup == "" || *data == "" {
+		fs.Usage()
+		return 2
+	}
+	id := int64(1)
+	var peers []consensus.Peer
+	if *configPath != "" {
+		cf, err := os.Open(*configPath)
+		if err != nil {
+			fmt.Fprintf(stderr, "zkd restore: %v\n", err)
+			return 1
+		}
+		st, err := parseZooCfg(cf, slog.New(slog.DiscardHandler))
+		cf.Close()
+		if err != nil {
+			fmt.Fprintf(stderr, "zkd restore: %s: %v\n", *configPath, err)
+			return 1
+		}
+		if st.cfg.ServerID != 0 {
+			id = st.cfg.ServerID
+		}
+		for _, p := range st.cfg.Peers {
+			peers = append(peers, consensus.Peer{ID: strconv.FormatInt(p.ID, 10), Addr: p.PeerAddr})
+		}
+	}
+	f, err := os.Open(*backup)
+	if err != nil {
+		fmt.Fprintf(stderr, "zkd restore: %v\n", err)
+		return 1
+	}
+	defer f.Close()
+	v, err := consensus.RestoreDir(*data, f, strconv.FormatInt(id, 10), peers)
+	if err != nil {
+		fmt.Fprintf(stderr, "zkd restore: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "restored zxid 0x%x (%d znodes, %d sessions) into %s; start zkd on it\n", v.Zxid(), v.NodeCount(), len(v.Sessions()), *data)
 	return 0
 }

@@ -232,6 +232,21 @@ func parseZooCfg(r io.Reader, log *slog.Logger) (settings, error) {
 			st.adminExplicit = true
 		case k == "admin.commandURL":
 			cfg.AdminCommandURL = v
+		case k == "admin.snapshot.enabled":
+			on, err := boolValue(key, v)
+			if err != nil {
+				return st, err
+			}
+			cfg.AdminSnapshotDisabled = !on
+		case k == "admin.snapshot.intervalInMS":
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return st, keyError(key, v, errors.New("must be an integer"))
+			}
+			cfg.AdminSnapshotInterval = time.Duration(n) * time.Millisecond
+			if n <= 0 {
+				cfg.AdminSnapshotInterval = -1 // no limit
+			}
 		case k == "admin.enablePprof":
 			if cfg.EnablePprof, err = boolValue(key, v); err != nil {
 				return st, err
