@@ -299,3 +299,76 @@ func TestTornTailRecovered(t *testing.T) {
 		t.Fatal("the torn append was applied")
 	}
 }
+
+// TestDamagedMemberRefusesAndRejoins: in a 3-node cluster one follower's newest log segment is
+// damaged while it is stopped. It refuses to start (the default policy) and the other two go on
+// taking writes. The operator's remedy, a fresh directory and a start as a member-to-be
+// (NoBootstrap, as zkd -join), brings it back with every acknowledged write.
+func TestDamagedMemberRefusesAndRejoins(t *testing.T) {
+	c := newCluster(t, 3, false, nil)
+	ctx := ctxT(t, 60*time.Second)
+	l := c.leader()
+	data := bytes.Repeat([]byte("payload-"), 16)
+	var acked []string
+	for i := range 50 {
+		p := fmt.Sprintf("/a%02d", i)
+		if _, err := l.Propose(ctx, createReq(p, data, jute.ModePersistent)); err != nil {
+			t.Fatal(err)
+		}
+		acked = append(acked, p)
+	}
+	c.converge()
+	victim := c.followers()[0].ID()
+	c.stop(victim)
+	segs, _ := filepath.Glob(filepath.Join(c.dirs[victim], "raft", walDirName, "*.wal"))
+	seg := segs[len(segs)-1]
+	b, err := os.ReadFile(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := bytes.LastIndex(b, data)
+	if at < 0 {
+		t.Fatal("no entry data in the newest segment")
+	}
+	b[at+3] ^= 0x40
+	if err := os.WriteFile(seg, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := c.fab.Node(victim).Listen(c.addrs[victim])
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = New(c.config(victim, ln))
+	var d *DamageError
+	if !errors.As(err, &d) || d.File != seg {
+		t.Fatalf("the damaged member started or failed otherwise: %v", err)
+	}
+	ln.Close()
+	l = c.leader()
+	for i := range 20 {
+		p := fmt.Sprintf("/b%02d", i)
+		if _, err := l.Propose(ctx, createReq(p, data, jute.ModePersistent)); err != nil {
+			t.Fatalf("write with one member refusing: %v", err)
+		}
+		acked = append(acked, p)
+	}
+	// The remedy: its directory moved aside, it starts empty and waits for the leader.
+	c.dirs[victim] = t.TempDir()
+	tweak := c.tweak
+	c.tweak = func(cfg *Config) {
+		if tweak != nil {
+			tweak(cfg)
+		}
+		if cfg.ID == victim {
+			cfg.NoBootstrap = true
+		}
+	}
+	c.start(victim)
+	n := c.nodes[victim]
+	eventually(t, 30*time.Second, victim+" to catch up", func() bool { return n.LastZxid() >= l.LastZxid() })
+	for _, p := range acked {
+		if _, _, ok := getData(t, n, p); !ok {
+			t.Fatalf("%s lacks acknowledged %s after rejoining", victim, p)
+		}
+	}
+}
