@@ -51,6 +51,11 @@ type Config struct {
 	// NoBootstrap starts a node with no Raft state as a member-to-be: it bootstraps nothing and
 	// waits until a cluster adds it (AddVoter on any member). False means bootstrap as above.
 	NoBootstrap bool
+	// RebuildOnDamage lets a cluster member whose data fails its checks (a DamageError) set its
+	// directory aside (Dir/raft.damaged-<unix time>) and start again empty, keeping its term and
+	// vote when those still verify, as a member that catches up from the leader. False (the
+	// default) refuses to start. Standalone servers always refuse: there is no one to rebuild from.
+	RebuildOnDamage bool
 
 	// Logger receives the node's logs and, through one hclog bridge, hashicorp/raft's.
 	// Nil means slog.New(slog.DiscardHandler).

@@ -372,3 +372,57 @@ func TestDamagedMemberRefusesAndRejoins(t *testing.T) {
 		}
 	}
 }
+
+// TestRebuildOnDamage: with RebuildOnDamage, a cluster member whose log is damaged sets its
+// directory aside, keeps its term and vote, and comes back empty to be filled by the leader with
+// every acknowledged write.
+func TestRebuildOnDamage(t *testing.T) {
+	rebuild := ""
+	c := newCluster(t, 3, false, func(cfg *Config) { cfg.RebuildOnDamage = cfg.ID == rebuild })
+	ctx := ctxT(t, 60*time.Second)
+	l := c.leader()
+	data := bytes.Repeat([]byte("payload-"), 16)
+	var acked []string
+	for i := range 50 {
+		p := fmt.Sprintf("/a%02d", i)
+		if _, err := l.Propose(ctx, createReq(p, data, jute.ModePersistent)); err != nil {
+			t.Fatal(err)
+		}
+		acked = append(acked, p)
+	}
+	c.converge()
+	victim := c.followers()[0]
+	id, term := victim.ID(), victim.raft.CurrentTerm()
+	c.stop(id)
+	segs, _ := filepath.Glob(filepath.Join(c.dirs[id], "raft", walDirName, "*.wal"))
+	b, _ := os.ReadFile(segs[len(segs)-1])
+	at := bytes.LastIndex(b, data)
+	if at < 0 {
+		t.Fatal("no entry data in the newest segment")
+	}
+	b[at+3] ^= 0x40
+	if err := os.WriteFile(segs[len(segs)-1], b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rebuild = id
+	c.start(id)
+	n := c.nodes[id]
+	if got := n.raft.CurrentTerm(); got < term {
+		t.Fatalf("the rebuilt member's term is %d, below the %d it had", got, term)
+	}
+	aside, _ := filepath.Glob(filepath.Join(c.dirs[id], "raft.damaged-*"))
+	if len(aside) != 1 {
+		t.Fatalf("the damaged directory was not set aside: %v", aside)
+	}
+	l = c.leader()
+	if _, err := l.Propose(ctx, createReq("/after", nil, jute.ModePersistent)); err != nil {
+		t.Fatal(err)
+	}
+	acked = append(acked, "/after")
+	eventually(t, 30*time.Second, id+" to catch up", func() bool { return n.LastZxid() >= l.LastZxid() })
+	for _, p := range acked {
+		if _, _, ok := getData(t, n, p); !ok {
+			t.Fatalf("%s lacks acknowledged %s after the rebuild", id, p)
+		}
+	}
+}

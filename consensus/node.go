@@ -173,7 +173,12 @@ func New(cfg Config) (*Node, error) {
 		}
 	}
 	opening := time.Now()
-	if err := n.open(); err != nil {
+	err := n.open()
+	var d *DamageError
+	if errors.As(err, &d) && cfg.Dir != "" && cfg.RebuildOnDamage && len(cfg.Peers) > 1 {
+		err = n.rebuildAfterDamage(d)
+	}
+	if err != nil {
 		n.cancel()
 		n.closeResources()
 		return nil, err

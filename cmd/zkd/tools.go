@@ -89,9 +89,9 @@ func verifyCmd(args []string, stdout, stderr io.Writer) int {
 // damageAdvice tells an operator what to do about damage in dir.
 func damageAdvice(dir string, d *consensus.DamageError) string {
 	s := fmt.Sprintf(`The data in %s is damaged (%s). zkd will not serve it. Choose one:
-  - restore a copy taken with the server stopped (README, "Backing up"), or, in a cluster, move
-    this member's data directory aside and add it back empty (zkd -join, then reconfig -add),
-    so that it takes the leader's copy;
+  - restore a backup (README, "Backing up"), or, in a cluster, move this member's data
+    directory aside and start it with -join, so that it takes the leader's copy
+    (zkd.rebuildOnDamage=true does that by itself);
 `, dir, d.File)
 	if d.Index > 1 {
 		s += fmt.Sprintf("  - drop the log from entry %d on, losing the writes stored after it: zkd repair -truncate %d %s\n", d.Index, d.Index, dir)

@@ -232,6 +232,10 @@ func parseZooCfg(r io.Reader, log *slog.Logger) (settings, error) {
 			st.adminExplicit = true
 		case k == "admin.commandURL":
 			cfg.AdminCommandURL = v
+		case k == "zkd.rebuildOnDamage":
+			if cfg.Consensus.RebuildOnDamage, err = boolValue(key, v); err != nil {
+				return st, err
+			}
 		case k == "admin.snapshot.enabled":
 			on, err := boolValue(key, v)
 			if err != nil {
