@@ -401,7 +401,7 @@ func (c *checkedStore) StoreLogs(logs []*raft.Log) error {
 		}
 		c.failed(err)
 		wedged := errors.Is(err, wal.ErrSealed)
-		if !(isNoSpace(err) || wedged) || c.full == nil || !c.full() {
+		if !(isStorageFault(err) || wedged) || c.full == nil || !c.full() {
 			return err
 		}
 		if werr := c.awaitSpace(wedged); werr != nil {

@@ -219,6 +219,8 @@ func kindOf(rel string) string {
 		return "wal-meta"
 	case strings.HasSuffix(rel, metaSumName):
 		return "snap-sum"
+	case strings.HasSuffix(rel, diskReserveName):
+		return "reserve"
 	case strings.HasSuffix(rel, "meta.json"):
 		return "snap-meta"
 	case strings.HasSuffix(rel, "state.bin"):

@@ -46,6 +46,13 @@ const (
 // metadata and the reserve.
 func diskNeed(segSize int) uint64 { return uint64(segSize) + 2*diskReserveSize }
 
+// isStorageFault reports whether a failed write is the disk's trouble rather than the request's:
+// no space, no quota, or an I/O error. The node treats them alike: it refuses client writes and
+// waits for the disk rather than stepping down or electing itself over and over.
+func isStorageFault(err error) bool {
+	return isNoSpace(err) || errors.Is(err, syscall.EIO)
+}
+
 // isNoSpace reports whether err is a full disk or an exhausted quota.
 func isNoSpace(err error) bool {
 	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
@@ -79,7 +86,7 @@ func releaseReserve(dir string) bool {
 
 // noteStoreError is called with every failed log or metadata write.
 func (n *Node) noteStoreError(err error) {
-	if isNoSpace(err) || errors.Is(err, wal.ErrSealed) {
+	if isStorageFault(err) || errors.Is(err, wal.ErrSealed) {
 		n.log.Debug("a log store write failed for want of space", "err", err)
 		free, _ := diskFree(filepath.Join(n.cfg.Dir, "raft"))
 		n.markFull(free)

@@ -436,3 +436,51 @@ scan:
 	}
 	return true, f.Sync()
 }
+
+// checkSegmentCRCs checks the CRC-32C that raft-wal's commit frames carry over each append
+// batch, in every segment under walDir: it covers entries written before this package added
+// its own checksums too (raft-wal itself checks only the newest batch, when it opens the tail).
+// The last batch of the newest segment may fail its CRC as a torn append; raft-wal drops it.
+func checkSegmentCRCs(walDir string) error {
+	segs, _ := filepath.Glob(filepath.Join(walDir, "*.wal"))
+	tail := walSegmentOf(walDir, ^uint64(0))
+	for _, seg := range segs {
+		b, err := os.ReadFile(seg)
+		if err != nil {
+			return &DamageError{File: seg, Problem: err.Error()}
+		}
+		const (
+			fileHeader  = 32
+			frameHeader = 8
+		)
+		off, crcStart := int64(fileHeader), int64(0)
+		var bad int64 = -1
+		for off+frameHeader <= int64(len(b)) {
+			typ, n := b[off], int64(binary.LittleEndian.Uint32(b[off+4:]))
+			if typ == 1 || typ == 2 { // entry, index
+				next := off + frameHeader + (n+7)&^7
+				if next > int64(len(b)) {
+					break
+				}
+				off = next
+				continue
+			}
+			if typ != 3 { // not a commit: the end of what was written
+				break
+			}
+			if bad >= 0 {
+				// A batch before this one failed: only the last batch may be torn.
+				return &DamageError{File: seg, Problem: fmt.Sprintf("append batch at offset %d fails its checksum", bad)}
+			}
+			if crc32.Checksum(b[crcStart:off], castagnoli) != uint32(n) {
+				bad = crcStart
+			}
+			off += frameHeader
+			crcStart = off
+		}
+		if bad >= 0 && seg != tail {
+			return &DamageError{File: seg, Problem: fmt.Sprintf("append batch at offset %d fails its checksum", bad)}
+		}
+	}
+	return nil
+}
