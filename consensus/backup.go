@@ -31,12 +31,7 @@ func WriteBackup(w io.Writer, v *znode.View) error {
 
 // ReadBackup reads and checks a backup.
 func ReadBackup(r io.Reader) (*znode.Tree, error) {
-	br := bufio.NewReaderSize(r, 1<<16)
-	var hdr [5]byte
-	if _, err := io.ReadFull(br, hdr[:]); err != nil || [4]byte(hdr[:4]) != snapshotMagic || hdr[4] != snapshotVersion {
-		return nil, errors.New("consensus: not a zkd backup (bad header)")
-	}
-	t, err := znode.ReadSnapshot(br)
+	t, err := readSnapshotStream(r)
 	if err != nil {
 		return nil, fmt.Errorf("consensus: backup: %w", err)
 	}

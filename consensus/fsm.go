@@ -173,23 +173,10 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	return s, nil
 }
 
-// snapshotMagic starts every snapshot this package writes, followed by a format version byte.
-var snapshotMagic = [4]byte{'z', 'k', 'd', 's'}
-
-const snapshotVersion byte = 1
-
 // Restore replaces the tree with the snapshot's.
 func (f *fsm) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
-	br := bufio.NewReaderSize(rc, 1<<16)
-	var hdr [5]byte
-	if _, err := io.ReadFull(br, hdr[:]); err != nil {
-		return fmt.Errorf("consensus: restore: header: %w", err)
-	}
-	if [4]byte(hdr[:4]) != snapshotMagic || hdr[4] != snapshotVersion {
-		return fmt.Errorf("consensus: restore: not a zkd snapshot (header %x)", hdr)
-	}
-	t, err := znode.ReadSnapshot(br)
+	t, err := readSnapshotStream(rc)
 	if err != nil {
 		return fmt.Errorf("consensus: restore: %w", err)
 	}
@@ -250,11 +237,3 @@ func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 
 // Release is a no-op: the view is garbage collected.
 func (s *fsmSnapshot) Release() {}
-
-// writeSnapshot writes the package's snapshot format: magic, version, then the view.
-func writeSnapshot(w io.Writer, v *znode.View) error {
-	if _, err := w.Write(append(snapshotMagic[:], snapshotVersion)); err != nil {
-		return err
-	}
-	return v.WriteSnapshot(w)
-}

@@ -1,10 +1,8 @@
 package consensus
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -120,12 +118,7 @@ func readSnapshotFile(path string) (*znode.Tree, error) {
 		return nil, fmt.Errorf("consensus: %w", err)
 	}
 	defer f.Close()
-	br := bufio.NewReaderSize(f, 1<<16)
-	var hdr [5]byte
-	if _, err := io.ReadFull(br, hdr[:]); err != nil || [4]byte(hdr[:4]) != snapshotMagic || hdr[4] != snapshotVersion {
-		return nil, &DamageError{File: path, Problem: "not a zkd snapshot (bad header)"}
-	}
-	t, err := znode.ReadSnapshot(br)
+	t, err := readSnapshotStream(f)
 	if err != nil {
 		return nil, &DamageError{File: path, Problem: err.Error()}
 	}

@@ -1,11 +1,11 @@
 package consensus
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -112,9 +112,8 @@ func checkSnapshot(fss raft.SnapshotStore, si snapshotInfo) error {
 		return &DamageError{File: state, Problem: fmt.Sprintf("snapshot %s (index %d): %v", si.ID, si.Index, err)}
 	}
 	defer rc.Close()
-	var hdr [5]byte
-	if _, err := io.ReadFull(rc, hdr[:]); err != nil || [4]byte(hdr[:4]) != snapshotMagic || hdr[4] != snapshotVersion {
-		return &DamageError{File: state, Problem: fmt.Sprintf("snapshot %s (index %d) is not a zkd snapshot", si.ID, meta.Index)}
+	if _, err := snapshotBody(bufio.NewReader(rc)); err != nil {
+		return &DamageError{File: state, Problem: fmt.Sprintf("snapshot %s (index %d): %v", si.ID, meta.Index, err)}
 	}
 	return nil
 }

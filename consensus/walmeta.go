@@ -438,14 +438,27 @@ scan:
 }
 
 // checkSegmentCRCs checks the CRC-32C that raft-wal's commit frames carry over each append
-// batch, in every segment under walDir: it covers entries written before this package added
-// its own checksums too (raft-wal itself checks only the newest batch, when it opens the tail).
-// The last batch of the newest segment may fail its CRC as a torn append; raft-wal drops it.
+// batch, in every segment the metadata lists, for the batches that hold live entries (a
+// truncation leaves dropped entries' bytes behind): it covers entries written before this
+// package added its own checksums too (raft-wal itself checks only the newest batch, when it
+// opens the tail). The last batch of the tail segment may fail as a torn append; raft-wal drops
+// it.
 func checkSegmentCRCs(walDir string) error {
-	segs, _ := filepath.Glob(filepath.Join(walDir, "*.wal"))
-	tail := walSegmentOf(walDir, ^uint64(0))
-	for _, seg := range segs {
+	mb, err := os.ReadFile(filepath.Join(walDir, walMetaFileName))
+	if err != nil {
+		return nil // nothing to check yet (a new store)
+	}
+	doc, err := decodeWALMeta(mb)
+	if err != nil {
+		return &DamageError{File: filepath.Join(walDir, walMetaFileName), Problem: err.Error()}
+	}
+	for i, si := range doc.State.Segments {
+		seg := filepath.Join(walDir, fmt.Sprintf("%020d-%016x.wal", si.BaseIndex, si.ID))
+		isTail := i == len(doc.State.Segments)-1
 		b, err := os.ReadFile(seg)
+		if errors.Is(err, os.ErrNotExist) && isTail {
+			continue // raft-wal creates a listed tail that a crash kept from being made
+		}
 		if err != nil {
 			return &DamageError{File: seg, Problem: err.Error()}
 		}
@@ -453,33 +466,41 @@ func checkSegmentCRCs(walDir string) error {
 			fileHeader  = 32
 			frameHeader = 8
 		)
+		live := func(first, last uint64) bool { // batch [first, last] holds a live entry
+			return last >= si.MinIndex && (si.MaxIndex == 0 || first <= si.MaxIndex)
+		}
 		off, crcStart := int64(fileHeader), int64(0)
-		var bad int64 = -1
+		next := si.BaseIndex // index of the next entry frame
+		batchFirst := next
+		var bad *DamageError
 		for off+frameHeader <= int64(len(b)) {
 			typ, n := b[off], int64(binary.LittleEndian.Uint32(b[off+4:]))
 			if typ == 1 || typ == 2 { // entry, index
-				next := off + frameHeader + (n+7)&^7
-				if next > int64(len(b)) {
+				end := off + frameHeader + (n+7)&^7
+				if end > int64(len(b)) {
 					break
 				}
-				off = next
+				if typ == 1 {
+					next++
+				}
+				off = end
 				continue
 			}
 			if typ != 3 { // not a commit: the end of what was written
 				break
 			}
-			if bad >= 0 {
-				// A batch before this one failed: only the last batch may be torn.
-				return &DamageError{File: seg, Problem: fmt.Sprintf("append batch at offset %d fails its checksum", bad)}
+			if bad != nil {
+				return bad // a batch before the last failed: only the last may be torn
 			}
-			if crc32.Checksum(b[crcStart:off], castagnoli) != uint32(n) {
-				bad = crcStart
+			if live(batchFirst, next-1) && crc32.Checksum(b[crcStart:off], castagnoli) != uint32(n) {
+				bad = &DamageError{File: seg, Index: batchFirst,
+					Problem: fmt.Sprintf("the append batch at offset %d (entries from %d) fails its checksum", crcStart, batchFirst)}
 			}
 			off += frameHeader
-			crcStart = off
+			crcStart, batchFirst = off, next
 		}
-		if bad >= 0 && seg != tail {
-			return &DamageError{File: seg, Problem: fmt.Sprintf("append batch at offset %d fails its checksum", bad)}
+		if bad != nil && !isTail {
+			return bad
 		}
 	}
 	return nil
