@@ -451,6 +451,9 @@ func TestBackupRestoreRoundTrip(t *testing.T) {
 	if code, o := runZkdTool(t, "restore", "-backup", out, "-data", restored); code == 0 {
 		t.Fatalf("a restore over existing data succeeded:\n%s", o)
 	}
+	if code, o := runZkdTool(t, "verify", restored); code != 0 || !strings.Contains(o, "intact") {
+		t.Fatalf("verify of the restored directory: exit %d\n%s", code, o)
+	}
 	p = startZkd(t, "-data", restored, "-addr", addr, "-admin", "off")
 	waitRuok(t, addr, p)
 	c = connectZk(t, addr)
