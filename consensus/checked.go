@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -530,8 +531,32 @@ func (c *checkedStore) GetUint64(key []byte) (uint64, error) {
 	return binary.LittleEndian.Uint64(v), nil
 }
 
-// verify reads every entry back (at open, before Raft sees the store) and checks that terms
-// never decrease. It returns the first damage.
+// verifyAll checks every entry (at open, before Raft sees the store): a WAL by scanning its
+// segment files (scanSegments), which must then hold exactly the store's first to last entry;
+// another store by reading every entry back (verify).
+func (c *checkedStore) verifyAll(dir string) (first, last uint64, err error) {
+	walDir := filepath.Join(dir, walDirName)
+	if !exists(walDir) {
+		return c.verify()
+	}
+	if first, err = c.FirstIndex(); err != nil {
+		return 0, 0, c.asDamage(0, err)
+	}
+	if last, err = c.LastIndex(); err != nil {
+		return 0, 0, c.asDamage(0, err)
+	}
+	scan, err := scanSegments(walDir, c.from)
+	if err != nil {
+		return first, last, err
+	}
+	if last != 0 && (scan.first != first || scan.last != last) {
+		return first, last, c.damage(last, fmt.Sprintf("the log store holds entries %d to %d, its segments %d to %d", first, last, scan.first, scan.last))
+	}
+	return first, last, nil
+}
+
+// verify reads every entry back and checks that terms never decrease. It returns the first
+// damage.
 func (c *checkedStore) verify() (first, last uint64, err error) {
 	if first, err = c.FirstIndex(); err != nil {
 		return 0, 0, c.asDamage(0, err)

@@ -122,12 +122,7 @@ func checkSnapshot(fss raft.SnapshotStore, si snapshotInfo) error {
 // snapshot (all of them when all is set), that the log joins the snapshot, and that no entry
 // recorded as durable went missing.
 func checkState(dir string, store *checkedStore, fss raft.SnapshotStore, all bool) error {
-	if walDir := filepath.Join(dir, walDirName); exists(walDir) {
-		if err := checkSegmentCRCs(walDir); err != nil {
-			return err
-		}
-	}
-	first, last, err := store.verify()
+	first, last, err := store.verifyAll(dir)
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,8 @@ import (
 	"sync"
 
 	"github.com/hashicorp/raft-wal/metadb"
+	"github.com/hashicorp/raft"
+	wal "github.com/hashicorp/raft-wal"
 	"github.com/hashicorp/raft-wal/types"
 )
 
@@ -288,68 +290,48 @@ func tornTail(walDir string, fix bool) (file string, torn int, err error) {
 	if filepath.Ext(file) != ".wal" {
 		return "", 0, nil
 	}
-	flag := os.O_RDONLY
-	if fix {
-		flag = os.O_RDWR
-	}
-	f, err := os.OpenFile(file, flag, 0)
+	// One read of the file (it is in the page cache after the start-up checks), not one per frame.
+	b, err := os.ReadFile(file)
 	if err != nil {
 		return file, 0, err
 	}
-	defer f.Close()
 	const (
 		fileHeader  = 32
 		frameHeader = 8
-		entryFrame  = 1
-		indexFrame  = 2
-		commitFrame = 3
 	)
-	var hdr [frameHeader]byte
 	off, commitEnd := int64(fileHeader), int64(fileHeader)
-	for {
-		if _, err := f.ReadAt(hdr[:], off); err != nil {
-			break
-		}
-		typ, n := hdr[0], int64(binary.LittleEndian.Uint32(hdr[4:]))
-		switch typ {
-		case entryFrame, indexFrame:
+	for off+frameHeader <= int64(len(b)) {
+		typ, n := b[off], int64(binary.LittleEndian.Uint32(b[off+4:]))
+		if typ == 1 || typ == 2 { // entry, index
 			off += frameHeader + (n+7)&^7
 			continue
-		case commitFrame:
+		}
+		if typ == 3 { // commit
 			off += frameHeader
 			commitEnd = off
 			continue
 		}
 		break
 	}
-	// Count what follows the last commit, in 64 KiB reads, up to the first all-zero read.
-	buf := make([]byte, 64<<10)
 	end := commitEnd
-	for pos := commitEnd; ; pos += int64(len(buf)) {
-		k, _ := f.ReadAt(buf, pos)
-		nz := 0
-		for _, c := range buf[:k] {
-			if c != 0 {
-				nz++
-			}
-		}
-		torn += nz
-		if nz > 0 {
-			end = pos + int64(k)
-		}
-		if nz == 0 || k < len(buf) {
-			break
+	for i := commitEnd; i < int64(len(b)); i++ {
+		if b[i] != 0 {
+			torn++
+			end = i + 1
 		}
 	}
-	if torn > 0 && fix {
-		if _, err := f.WriteAt(make([]byte, end-commitEnd), commitEnd); err != nil {
-			return file, torn, err
-		}
-		if err := f.Sync(); err != nil {
-			return file, torn, err
-		}
+	if torn == 0 || !fix {
+		return file, torn, nil
 	}
-	return file, torn, nil
+	f, err := os.OpenFile(file, os.O_RDWR, 0)
+	if err != nil {
+		return file, torn, err
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(make([]byte, end-commitEnd), commitEnd); err != nil {
+		return file, torn, err
+	}
+	return file, torn, f.Sync()
 }
 
 // unsealTail undoes a seal that raft-wal wrote to the tail segment but could not follow with a
@@ -437,21 +419,36 @@ scan:
 	return true, f.Sync()
 }
 
-// checkSegmentCRCs checks the CRC-32C that raft-wal's commit frames carry over each append
-// batch, in every segment the metadata lists, for the batches that hold live entries (a
-// truncation leaves dropped entries' bytes behind): it covers entries written before this
-// package added its own checksums too (raft-wal itself checks only the newest batch, when it
-// opens the tail). The last batch of the tail segment may fail as a torn append; raft-wal drops
-// it.
-func checkSegmentCRCs(walDir string) error {
+// segmentScan is what scanSegments found: the live entries it verified, in order.
+type segmentScan struct {
+	first, last uint64 // 0, 0 when there were none
+	count       uint64
+}
+
+// scanSegments reads every segment the WAL metadata lists, as raft-wal lays it out (a 32-byte
+// header, then frames of an 8-byte header and a payload padded to 8 bytes; a commit frame ends
+// each append batch and carries the CRC-32C of the batch), and checks, for the batches that hold
+// live entries (a truncation leaves dropped entries' bytes behind):
+//   - the batch's CRC (which covers entries written before this package added its own checksums
+//     too; raft-wal checks only the newest batch, when it opens its tail);
+//   - each live entry of the batch, decoded as raft-wal decodes it: its index, its trailer
+//     (openEntry; legacy, below from, may have none), terms that never decrease.
+//
+// The last batch of the tail segment may fail its CRC as a torn append; raft-wal drops it, and so
+// does the scan. One sequential read per segment: much cheaper than reading the entries back one
+// by one through the store.
+func scanSegments(walDir string, from uint64) (segmentScan, error) {
+	var out segmentScan
 	mb, err := os.ReadFile(filepath.Join(walDir, walMetaFileName))
 	if err != nil {
-		return nil // nothing to check yet (a new store)
+		return out, nil // nothing to check yet (a new store)
 	}
 	doc, err := decodeWALMeta(mb)
 	if err != nil {
-		return &DamageError{File: filepath.Join(walDir, walMetaFileName), Problem: err.Error()}
+		return out, &DamageError{File: filepath.Join(walDir, walMetaFileName), Problem: err.Error()}
 	}
+	var codec wal.BinaryCodec
+	var prevTerm uint64
 	for i, si := range doc.State.Segments {
 		seg := filepath.Join(walDir, fmt.Sprintf("%020d-%016x.wal", si.BaseIndex, si.ID))
 		isTail := i == len(doc.State.Segments)-1
@@ -460,28 +457,26 @@ func checkSegmentCRCs(walDir string) error {
 			continue // raft-wal creates a listed tail that a crash kept from being made
 		}
 		if err != nil {
-			return &DamageError{File: seg, Problem: err.Error()}
+			return out, &DamageError{File: seg, Problem: err.Error()}
 		}
 		const (
 			fileHeader  = 32
 			frameHeader = 8
 		)
-		live := func(first, last uint64) bool { // batch [first, last] holds a live entry
-			return last >= si.MinIndex && (si.MaxIndex == 0 || first <= si.MaxIndex)
-		}
+		isLive := func(idx uint64) bool { return idx >= si.MinIndex && (si.MaxIndex == 0 || idx <= si.MaxIndex) }
 		off, crcStart := int64(fileHeader), int64(0)
 		next := si.BaseIndex // index of the next entry frame
-		batchFirst := next
-		var bad *DamageError
+		var batch [][2]int64 // payload offset and length of the batch's entries
+		var torn *DamageError
 		for off+frameHeader <= int64(len(b)) {
 			typ, n := b[off], int64(binary.LittleEndian.Uint32(b[off+4:]))
 			if typ == 1 || typ == 2 { // entry, index
 				end := off + frameHeader + (n+7)&^7
-				if end > int64(len(b)) {
+				if end > int64(len(b)) || n < 0 {
 					break
 				}
 				if typ == 1 {
-					next++
+					batch = append(batch, [2]int64{off + frameHeader, n})
 				}
 				off = end
 				continue
@@ -489,19 +484,49 @@ func checkSegmentCRCs(walDir string) error {
 			if typ != 3 { // not a commit: the end of what was written
 				break
 			}
-			if bad != nil {
-				return bad // a batch before the last failed: only the last may be torn
+			if torn != nil {
+				return out, torn // a batch before the last failed: only the last may be torn
 			}
-			if live(batchFirst, next-1) && crc32.Checksum(b[crcStart:off], castagnoli) != uint32(n) {
-				bad = &DamageError{File: seg, Index: batchFirst,
+			batchFirst := next
+			next += uint64(len(batch))
+			live := len(batch) > 0 && isLive(batchFirst) || len(batch) > 0 && isLive(next-1)
+			if live && crc32.Checksum(b[crcStart:off], castagnoli) != uint32(n) {
+				torn = &DamageError{File: seg, Index: batchFirst,
 					Problem: fmt.Sprintf("the append batch at offset %d (entries from %d) fails its checksum", crcStart, batchFirst)}
+			} else {
+				for k, e := range batch {
+					idx := batchFirst + uint64(k)
+					if !isLive(idx) {
+						continue
+					}
+					var l raft.Log
+					if err := codec.Decode(b[e[0]:e[0]+e[1]], &l); err != nil {
+						return out, &DamageError{File: seg, Index: idx, Problem: fmt.Sprintf("does not decode: %v", err)}
+					}
+					if p := openEntry(idx, &l, idx < from); p != "" {
+						return out, &DamageError{File: seg, Index: idx, Problem: p}
+					}
+					if l.Term < prevTerm {
+						return out, &DamageError{File: seg, Index: idx, Problem: fmt.Sprintf("term %d after term %d", l.Term, prevTerm)}
+					}
+					prevTerm = l.Term
+					if out.count > 0 && idx != out.last+1 {
+						return out, &DamageError{File: seg, Index: idx, Problem: fmt.Sprintf("follows entry %d", out.last)}
+					}
+					if out.count == 0 {
+						out.first = idx
+					}
+					out.last = idx
+					out.count++
+				}
 			}
+			batch = batch[:0]
 			off += frameHeader
-			crcStart, batchFirst = off, next
+			crcStart = off
 		}
-		if bad != nil && !isTail {
-			return bad
+		if torn != nil && !isTail {
+			return out, torn
 		}
 	}
-	return nil
+	return out, nil
 }
