@@ -11,9 +11,9 @@ import (
 	"github.com/zkd-io/zkd/jute"
 )
 
-// ImportNode is one node of a tree that another store (Apache ZooKeeper's files) holds, with
-// every persisted field as that store has it.
-type ImportNode struct {
+// RawNode is one node with every persisted field: what ImportTree takes and RawNodes gives,
+// to move a tree from and to another store (Apache ZooKeeper's files).
+type RawNode struct {
 	Path                              string // absolute; "/" for the root
 	Data                              []byte
 	ACL                               []jute.ACL // empty means world:anyone with every permission
@@ -30,8 +30,8 @@ type ImportNode struct {
 // every parent must be among them, the root included. It goes through the snapshot reader, so
 // an imported tree meets every check a restored one does, and its derived indexes (each
 // session's ephemerals, containers, TTL nodes, quotas) are built the same way.
-func ImportTree(zxid int64, sessions []Session, nodes []ImportNode) (*Tree, error) {
-	byPath := make(map[string]*ImportNode, len(nodes))
+func ImportTree(zxid int64, sessions []Session, nodes []RawNode) (*Tree, error) {
+	byPath := make(map[string]*RawNode, len(nodes))
 	kids := make(map[string][]string, len(nodes))
 	for i := range nodes {
 		n := &nodes[i]
@@ -135,4 +135,39 @@ func ImportTree(zxid int64, sessions []Session, nodes []ImportNode) (*Tree, erro
 		return nil, fmt.Errorf("znode: import: %w", err)
 	}
 	return t, nil
+}
+
+// RawNodes calls fn for every node of the view in pre-order, children in name order, with its
+// persisted fields. fn's error stops the walk and is returned.
+func (v *View) RawNodes(fn func(RawNode) error) error {
+	var walk func(path string, n *node) error
+	walk = func(path string, n *node) error {
+		r := RawNode{
+			Path: path, Data: n.data, ACL: n.acl.list,
+			Czxid: n.czxid, Mzxid: n.mzxid, Pzxid: n.pzxid, Ctime: n.ctime, Mtime: n.mtime,
+			Version: n.version, Cversion: n.cversion, Aversion: n.aversion,
+		}
+		switch n.kind {
+		case kindEphemeral:
+			r.Ephemeral = n.owner
+		case kindContainer:
+			r.Container = true
+		case kindTTL:
+			r.TTL = n.owner
+		}
+		if err := fn(r); err != nil {
+			return err
+		}
+		var err error
+		n.kids.ascend(func(c *node) bool {
+			p := path + "/" + c.name
+			if path == "/" {
+				p = "/" + c.name
+			}
+			err = walk(p, c)
+			return err == nil
+		})
+		return err
+	}
+	return walk("/", v.root)
 }

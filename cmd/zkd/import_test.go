@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -239,4 +240,112 @@ func TestImportFromZooKeeperKeepsTreeAndSessions(t *testing.T) {
 			t.Errorf("the %s watch set on ZooKeeper never fired on zkd", name)
 		}
 	}
+}
+
+// The way back: zkd export of a stopped zkd server gives a ZooKeeper snapshot that Apache
+// ZooKeeper loads as it is, and serves the very tree zkd served.
+func TestExportLoadsInZooKeeper(t *testing.T) {
+	if err := apachezk.Installed(); err != nil {
+		t.Skipf("real ZooKeeper is not installed: %v", err)
+	}
+	dir := t.TempDir()
+	super := znode.DigestID("super", "pw")
+	data := filepath.Join(dir, "zkd")
+	cfg := filepath.Join(dir, "zoo.cfg")
+	addr := freePort(t)
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("dataDir=%s\nclientPort=%s\nclientPortAddress=127.0.0.1\nadmin.enableServer=false\nextendedTypesEnabled=true\nDigestAuthenticationProvider.superDigest=%s\n", data, portOf(t, addr), super)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startZkd(t, "-config", cfg)
+	waitRuok(t, addr, p)
+	c, _ := sessionOf(t, addr, 30*time.Second)
+	live, _ := sessionOf(t, addr, 30*time.Second)
+	if err := c.AddAuth("digest", []byte("alice:secret")); err != nil {
+		t.Fatal(err)
+	}
+	open := zk.WorldACL(zk.PermAll)
+	acls := [][]zk.ACL{open, zk.WorldACL(zk.PermRead), zk.DigestACL(zk.PermAll, "bob", "pw"), {{Perms: zk.PermAll, Scheme: "auth", ID: ""}},
+		{{Perms: zk.PermRead, Scheme: "ip", ID: "127.0.0.1"}, {Perms: zk.PermAll, Scheme: "digest", ID: "alice:abc"}}}
+	for _, p := range []string{"/app", "/seq", "/eph"} {
+		if _, err := c.Create(p, nil, 0, open); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.CreateContainer("/cont", []byte("c"), zk.FlagContainer, open); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 50 {
+		n := fmt.Sprintf("/app/n%02d", i)
+		if _, err := c.Create(n, []byte(n), 0, acls[i%len(acls)]); err != nil {
+			t.Fatal(err)
+		}
+		if i%5 == 0 || i%5 == 3 {
+			if _, err := c.Set(n, []byte("changed"), -1); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.SetACL(n, acls[(i+1)%len(acls)], -1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := c.Create("/seq/s-", nil, zk.FlagSequence, open); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Create(fmt.Sprintf("/cont/k%02d", i), nil, 0, open); err != nil {
+			t.Fatal(err)
+		}
+		if i%3 == 0 {
+			if err := c.Delete(fmt.Sprintf("/cont/k%02d", i), -1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := live.Create(fmt.Sprintf("/eph/e%02d", i), nil, zk.FlagEphemeral, open); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.CreateTTL("/app/ttl", []byte("t"), zk.FlagTTL, open, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Multi(&zk.CreateRequest{Path: "/app/m", Acl: open}, &zk.SetDataRequest{Path: "/app/m", Data: []byte("m"), Version: 0}); err != nil {
+		t.Fatal(err)
+	}
+	reader, _ := sessionOf(t, addr, 30*time.Second)
+	if err := reader.AddAuth("digest", []byte("super:pw")); err != nil {
+		t.Fatal(err)
+	}
+	want := dumpTree(t, reader)
+	reader.Close()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Wait(); err != nil {
+		t.Fatalf("zkd after SIGTERM: %v\n%s", err, p.out.String())
+	}
+
+	zkDir := filepath.Join(dir, "zookeeper")
+	var out bytes.Buffer
+	if code := run([]string{"export", "-data", data, "-out", filepath.Join(zkDir, "data")}, &out, &out); code != 0 {
+		t.Fatalf("zkd export: exit %d\n%s", code, out.String())
+	}
+	t.Log(strings.TrimSpace(out.String()))
+	ports, err := apachezk.FreePorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zkp, err := apachezk.Launch(apachezk.ServerConfig{Dir: zkDir, ClientAddr: fmt.Sprintf("127.0.0.1:%d", ports[0]), Extra: map[string]string{
+		"extendedTypesEnabled": "true", "DigestAuthenticationProvider.superDigest": super,
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = zkp.Stop() })
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	if err := zkp.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	zr, _ := sessionOf(t, zkp.ClientAddr(), 30*time.Second)
+	if err := zr.AddAuth("digest", []byte("super:pw")); err != nil {
+		t.Fatal(err)
+	}
+	diffTrees(t, dumpTree(t, zr), want)
 }

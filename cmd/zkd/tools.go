@@ -28,6 +28,8 @@ const toolsUsage = `  zkd verify DIR           check every checksum of a stopped
   zkd restore -backup FILE -data DIR [-config zoo.cfg]  seed a new server (or cluster member)
   zkd import -from DIR [-from-log DIR] -data DIR [-config zoo.cfg]  seed one from a stopped
                            Apache ZooKeeper's dataDir (and dataLogDir)
+  zkd export (-data DIR | -backup FILE) -out DIR  write a ZooKeeper snapshot of a stopped
+                           standalone server (or a backup) into ZooKeeper's dataDir DIR
 `
 
 // runTool runs a tool subcommand; ok is false when args name none.
@@ -48,6 +50,8 @@ func runTool(args []string, stdout, stderr io.Writer) (code int, ok bool) {
 		return restoreCmd(args[1:], stdout, stderr), true
 	case "import":
 		return importCmd(args[1:], stdout, stderr), true
+	case "export":
+		return exportCmd(args[1:], stdout, stderr), true
 	}
 	return 0, false
 }

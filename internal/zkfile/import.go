@@ -35,10 +35,10 @@ func SessionPassword(id int64) []byte {
 // Tree builds a zkd tree of the state at its zxid: every node with its persisted stat, ACL and
 // kind, and every session with its timeout and ZooKeeper's password for it.
 func (s *State) Tree() (*znode.Tree, error) {
-	nodes := make([]znode.ImportNode, 0, len(s.Nodes))
+	nodes := make([]znode.RawNode, 0, len(s.Nodes))
 	for p, n := range s.Nodes {
 		session, container, ttl := Owner(n.Stat.EphemeralOwner)
-		nodes = append(nodes, znode.ImportNode{
+		nodes = append(nodes, znode.RawNode{
 			Path: p, Data: n.Data, ACL: n.ACL,
 			Czxid: n.Stat.Czxid, Mzxid: n.Stat.Mzxid, Pzxid: n.Stat.Pzxid,
 			Ctime: n.Stat.Ctime, Mtime: n.Stat.Mtime,
