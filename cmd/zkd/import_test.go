@@ -3,13 +3,16 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -217,6 +220,27 @@ func TestImportFromZooKeeperKeepsTreeAndSessions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A session whose client will never come back: its dialer fails after the move.
+	var gone atomic.Bool
+	ghost, ghostEv, err := zk.Connect([]string{addr}, 6*time.Second, zk.WithLogInfo(false), zk.WithLogger(quietLogger{}),
+		zk.WithDialer(func(network, address string, timeout time.Duration) (net.Conn, error) {
+			if gone.Load() {
+				return nil, errors.New("this client is gone")
+			}
+			return net.DialTimeout(network, address, timeout)
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ghost.Close)
+	waitState(t, ghostEv, zk.StateHasSession)
+	go func() {
+		for range ghostEv { // drained until Close
+		}
+	}()
+	if _, err := ghost.Create("/locks/ghost", nil, zk.FlagEphemeral, open); err != nil {
+		t.Fatal(err)
+	}
 	w.Close() // its ephemerals go: a closeSession in the log
 	reader, _ := sessionOf(t, addr, 30*time.Second)
 	if err := reader.AddAuth("digest", []byte("super:pw")); err != nil {
@@ -230,6 +254,7 @@ func TestImportFromZooKeeperKeepsTreeAndSessions(t *testing.T) {
 	}
 
 	// The move: stop ZooKeeper, import, start zkd on the same address.
+	gone.Store(true)
 	if err := zkp.Stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +281,29 @@ func TestImportFromZooKeeperKeepsTreeAndSessions(t *testing.T) {
 	if err := reader2.AddAuth("digest", []byte("super:pw")); err != nil {
 		t.Fatal(err)
 	}
-	diffTrees(t, dumpTree(t, reader2), want)
+	// The abandoned session may expire at any moment now, changing its ephemeral and /locks;
+	// everything else is compared.
+	got := dumpTree(t, reader2)
+	for _, p := range []string{"/locks", "/locks/ghost"} {
+		delete(got, p)
+		delete(want, p)
+	}
+	diffTrees(t, got, want)
+
+	// The session whose client never came back expires on zkd after its timeout, and its
+	// ephemeral goes with it.
+	_, _, ghostGone, err := reader2.ExistsW("/locks/ghost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case e := <-ghostGone:
+		if e.Type != zk.EventNodeDeleted {
+			t.Errorf("the abandoned session's ephemeral: %+v", e)
+		}
+	case <-time.After(60 * time.Second):
+		t.Error("the imported session whose client never came back did not expire")
+	}
 
 	// Writes after the move get zxids above ZooKeeper's, and fire the watches set on ZooKeeper.
 	st, err := reader2.Set("/app/config", []byte("v1"), -1)
