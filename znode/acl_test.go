@@ -92,7 +92,7 @@ func TestFixupACL(t *testing.T) {
 		{"one bad entry spoils all", []jute.ACL{e(31, "world", "anyone"), e(31, "ip", "x")}, nil, nil},
 	}
 	for _, tt := range tests {
-		got, err := fixupACL(tt.in, tt.auth)
+		got, err := fixupACL(tt.in, tt.auth, false)
 		if tt.want == nil {
 			wantCode(t, tt.name, err, jute.CodeInvalidACL)
 			continue
