@@ -28,6 +28,7 @@ type request struct {
 	code      jute.Code
 	fixedBody jute.Record
 	zeroZxid  bool // the reply carries zxid 0 (auth)
+	errBody   bool // an error reply keeps fixedBody (a failed sasl step)
 	// closeAfter ends the connection once this request's reply is queued.
 	closeAfter bool
 	// closeSession marks the closeSession write: its reply is followed by the socket's close.
@@ -95,11 +96,9 @@ func (c *conn) admit(ctx context.Context, frame []byte) bool {
 		// Handled on arrival, as auth is.
 		code, token := c.saslStep(body.(*jute.GetSASLRequest).Token)
 		r.fixed, r.zeroZxid, r.code = true, true, code
-		if code == jute.CodeOK {
-			r.fixedBody = &jute.SetSASLResponse{Token: token}
-		} else {
-			r.closeAfter = true
-		}
+		// A failure carries a null token too, as in ZooKeeper: the Java client reads it.
+		r.fixedBody, r.errBody = &jute.SetSASLResponse{Token: token}, true
+		r.closeAfter = code != jute.CodeOK
 	case jute.OpCheck, jute.OpDeleteContainer:
 		// check is valid only inside a multi (3.9 answers Unimplemented and closes);
 		// deleteContainer is the server's own housekeeping op and is refused to clients.
@@ -283,7 +282,7 @@ func (c *conn) complete(ctx context.Context, r *request) bool {
 		if !r.zeroZxid {
 			zxid = s.view().Zxid()
 		}
-		c.reply(r.hdr.Xid, zxid, r.code, r.fixedBody)
+		c.replyFrame(r.hdr.Xid, zxid, r.code, r.fixedBody, r.errBody)
 		if r.closeAfter {
 			c.finish()
 			return false

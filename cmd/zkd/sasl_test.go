@@ -1,0 +1,244 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zkd-io/zkd/conformance"
+	"github.com/zkd-io/zkd/internal/apachezk"
+	"github.com/zkd-io/zkd/jute"
+	"github.com/zkd-io/zkd/server"
+)
+
+// SASL on the client port, through real clients (the Java client in zkCli.sh, kazoo), against
+// zkd started from a zoo.cfg and, with the same keys, against real Apache ZooKeeper.
+
+const zkCliPath = "/usr/share/zookeeper/bin/zkCli.sh"
+
+const serverJAASText = `// the file ZooKeeper operators keep for their servers
+Server {
+    org.apache.zookeeper.server.auth.DigestLoginModule required
+    user_bob="bob-secret"
+    user_alice="alice-secret"
+    user_admin="admin-secret";
+};
+`
+
+// clientJAAS writes a JAAS file whose Client section logs in as user with password.
+func clientJAAS(t *testing.T, user, password string) string {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "client.jaas")
+	text := fmt.Sprintf("Client {\n  org.apache.zookeeper.server.auth.DigestLoginModule required\n  username=%q\n  password=%q;\n};\n", user, password)
+	if err := os.WriteFile(f, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+type saslTarget struct {
+	name string
+	addr string
+}
+
+// saslTargets starts zkd from a zoo.cfg holding keys (and zkd.jaasConfig naming the server JAAS
+// file) and, when it is installed, real ZooKeeper with the same keys and the JAAS file given to
+// its JVM, as ZooKeeper operators do.
+func saslTargets(t *testing.T, keys map[string]string) []saslTarget {
+	t.Helper()
+	dir := t.TempDir()
+	jaas := filepath.Join(dir, "server.jaas")
+	if err := os.WriteFile(jaas, []byte(serverJAASText), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var cfg strings.Builder
+	fmt.Fprintf(&cfg, "dataDir=%s\nclientPortAddress=127.0.0.1\nclientPort=2181\nadmin.enableServer=false\nzkd.jaasConfig=%s\n", filepath.Join(dir, "zkd"), jaas)
+	for _, k := range slices.Sorted(mapKeys(keys)) {
+		fmt.Fprintf(&cfg, "%s=%s\n", k, keys[k])
+	}
+	st, err := parseZooCfg(strings.NewReader(cfg.String()), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatalf("zoo.cfg:\n%s\n%v", cfg.String(), err)
+	}
+	if err := st.sasl.apply(&st.cfg, ""); err != nil {
+		t.Fatal(err)
+	}
+	st.cfg.Addr = "127.0.0.1:0"
+	st.cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), nil))
+	srv, err := server.Start(st.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	targets := []saslTarget{{"zkd", srv.Addr()}}
+
+	if err := apachezk.Installed(); err != nil {
+		t.Logf("real ZooKeeper not checked: %v", err)
+		return targets
+	}
+	ports, err := apachezk.FreePorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := apachezk.Launch(apachezk.ServerConfig{
+		Dir:        filepath.Join(dir, "zookeeper"),
+		ClientAddr: fmt.Sprintf("127.0.0.1:%d", ports[0]),
+		Extra:      keys,
+		JVMFlags:   []string{"-Djava.security.auth.login.config=" + jaas},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Stop() })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := p.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return append(targets, saslTarget{"zookeeper", p.ClientAddr()})
+}
+
+func mapKeys(m map[string]string) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+func needZkCli(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs the Java client")
+	}
+	if _, err := os.Stat(zkCliPath); err != nil {
+		t.Skip("zkCli.sh is not installed (Debian package zookeeper)")
+	}
+	if _, err := exec.LookPath("java"); err != nil {
+		t.Skip("no java for zkCli.sh")
+	}
+}
+
+// zkCli runs a zkCli.sh script against addr, logged in with the JAAS file jaas ("" for none).
+func zkCli(t *testing.T, addr, jaas, script string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, zkCliPath, "-server", addr)
+	cmd.Stdin = strings.NewReader(script + "\nquit\n")
+	flags := "-Dzookeeper.sasl.client=false"
+	if jaas != "" {
+		flags = "-Djava.security.auth.login.config=" + jaas
+	}
+	cmd.Env = append(os.Environ(), "CLIENT_JVMFLAGS="+flags)
+	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("zkCli.sh against %s timed out:\n%s", addr, out)
+	}
+	_ = err // zkCli.sh's exit status says nothing about the commands'
+	return string(out)
+}
+
+func TestSASLDigestZkCli(t *testing.T) {
+	needZkCli(t)
+	keys := map[string]string{
+		"authProvider.1": "org.apache.zookeeper.server.auth.SASLAuthenticationProvider",
+		"superUser":      "admin",
+	}
+	bob := clientJAAS(t, "bob", "bob-secret")
+	alice := clientJAAS(t, "alice", "alice-secret")
+	admin := clientJAAS(t, "admin", "admin-secret")
+	wrong := clientJAAS(t, "bob", "not-bobs")
+	for _, tg := range saslTargets(t, keys) {
+		t.Run(tg.name, func(t *testing.T) {
+			out := zkCli(t, tg.addr, bob, "create /sasl-bob bobs-data\nsetAcl /sasl-bob sasl:bob:cdrwa\ngetAcl /sasl-bob\nget /sasl-bob\nwhoami")
+			for _, want := range []string{"SaslAuthenticated", "Created /sasl-bob", "'sasl,'bob\n: cdrwa", "bobs-data\n", "sasl: bob\n"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("bob's zkCli output lacks %q:\n%s", want, out)
+				}
+			}
+			out = zkCli(t, tg.addr, alice, "get /sasl-bob")
+			for _, want := range []string{"SaslAuthenticated", "Insufficient permission : /sasl-bob"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("alice's zkCli output lacks %q:\n%s", want, out)
+				}
+			}
+			if strings.Contains(out, "bobs-data") {
+				t.Errorf("alice read bob's node:\n%s", out)
+			}
+			out = zkCli(t, tg.addr, admin, "get /sasl-bob")
+			if !strings.Contains(out, "bobs-data\n") {
+				t.Errorf("the super user (zookeeper.superUser=admin) could not read bob's node:\n%s", out)
+			}
+			out = zkCli(t, tg.addr, wrong, "get /sasl-bob")
+			t.Logf("wrong password:\n%s", out)
+			if !strings.Contains(out, "state:AuthFailed") || strings.Contains(out, "bobs-data") {
+				t.Errorf("a wrong password was not refused:\n%s", out)
+			}
+			// With no SASL login, the node stays closed, and a sasl ACL of a malformed name is
+			// refused.
+			out = zkCli(t, tg.addr, "", "get /sasl-bob\ncreate /sasl-bad x sasl:a@b@c:r")
+			for _, want := range []string{"Insufficient permission : /sasl-bob", "InvalidACL"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("unauthenticated zkCli output lacks %q:\n%s", want, out)
+				}
+			}
+		})
+	}
+}
+
+// rawRequireAuthCode sends one request on a new unauthenticated session and returns the reply's
+// code, checking that the server then closes the connection.
+func rawRequireAuthCode(t *testing.T, addr string) jute.Code {
+	t.Helper()
+	r, err := conformance.DialRaw(addr, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if err := r.NewSession(30000); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := r.Call(jute.OpGetChildren, &jute.GetChildrenRequest{Path: "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.ReadFrame(); err == nil {
+		t.Errorf("the connection stayed open after %v", rep.Header.Err)
+	}
+	return rep.Header.Err
+}
+
+func TestSASLRequiredRefusesUnauthenticated(t *testing.T) {
+	needZkCli(t)
+	bob := clientJAAS(t, "bob", "bob-secret")
+	for _, keys := range []map[string]string{
+		{"authProvider.1": "org.apache.zookeeper.server.auth.SASLAuthenticationProvider", "sessionRequireClientSASLAuth": "true"},
+		{"authProvider.1": "org.apache.zookeeper.server.auth.SASLAuthenticationProvider", "enforce.auth.enabled": "true", "enforce.auth.schemes": "sasl,digest"},
+	} {
+		for _, tg := range saslTargets(t, keys) {
+			t.Run(tg.name, func(t *testing.T) {
+				if code := rawRequireAuthCode(t, tg.addr); code != jute.CodeSessionClosedRequireSASLAuth {
+					t.Errorf("unauthenticated getChildren = %v; want %v", code, jute.CodeSessionClosedRequireSASLAuth)
+				}
+				out := zkCli(t, tg.addr, "", "ls /")
+				if !strings.Contains(out, "Session closed because client failed to authenticate") {
+					t.Errorf("zkCli without SASL:\n%s", out)
+				}
+				out = zkCli(t, tg.addr, bob, "create /req x\nls /")
+				if !strings.Contains(out, "Created /req") || !strings.Contains(out, "[req, zookeeper]") {
+					t.Errorf("zkCli with SASL:\n%s", out)
+				}
+			})
+		}
+	}
+}
