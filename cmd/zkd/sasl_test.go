@@ -242,3 +242,35 @@ func TestSASLRequiredRefusesUnauthenticated(t *testing.T) {
 		}
 	}
 }
+
+func TestSASLDigestKazoo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs kazoo")
+	}
+	py := ""
+	for _, p := range []string{"/usr/bin/python3", "python3"} {
+		if exec.Command(p, "-c", "import kazoo, puresasl").Run() == nil {
+			py = p
+			break
+		}
+	}
+	if py == "" {
+		t.Skip("kazoo with pure-sasl is not installed (Debian packages python3-kazoo, python3-pure-sasl)")
+	}
+	keys := map[string]string{"authProvider.1": "org.apache.zookeeper.server.auth.SASLAuthenticationProvider"}
+	for _, tg := range saslTargets(t, keys) {
+		t.Run(tg.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+			defer cancel()
+			out, err := exec.CommandContext(ctx, py, "testdata/kazoo_sasl.py", tg.addr).CombinedOutput()
+			if err != nil {
+				t.Fatalf("kazoo: %v\n%s", err, out)
+			}
+			for _, want := range []string{"bob read bobs\n", "acl sasl bob 31\n", "alice NoAuth\n", "AUTH_FAILED closing", "connected False\n"} {
+				if !strings.Contains(string(out), want) {
+					t.Errorf("kazoo output lacks %q:\n%s", want, out)
+				}
+			}
+		})
+	}
+}
