@@ -1,7 +1,6 @@
 package sasl
 
 import (
-	"errors"
 	"fmt"
 	"regexp"
 	"sort"
@@ -19,7 +18,7 @@ type Exchange interface {
 }
 
 // Config is how a server authenticates SASL clients: DIGEST-MD5 with Users, or GSSAPI when
-// Kerberos is set.
+// Kerberos is set. A Config in use must not be copied (it keeps the loaded keytab).
 type Config struct {
 	// Users holds the DIGEST-MD5 passwords by user name (the JAAS section's user_NAME options).
 	Users map[string]string
@@ -36,6 +35,8 @@ type Config struct {
 	// (before host and realm are added back), by ZooKeeper's DEFAULT auth_to_local rule. Empty
 	// means the realm of Kerberos.Principal, or none.
 	DefaultRealm string
+
+	kt keytabCache // Kerberos' keytab, loaded once
 }
 
 // Kerberos is the server's own identity for GSSAPI: its service principal
@@ -56,7 +57,7 @@ func (c *Config) Mechanism() string {
 // NewExchange starts one client's authentication.
 func (c *Config) NewExchange() (Exchange, error) {
 	if c.Kerberos != nil {
-		return nil, errors.New("sasl: GSSAPI is not available in this build")
+		return newGSSExchange(c)
 	}
 	return newDigestExchange(c)
 }

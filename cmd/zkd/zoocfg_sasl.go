@@ -125,6 +125,9 @@ func (s *saslSettings) apply(cfg *server.Config, jaasFlag string) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", file, err)
 		}
+		if err := c.CheckKerberos(); err != nil {
+			return fmt.Errorf("%s: section %s: %w", file, section, err)
+		}
 		c.SuperPassword = s.superPassword
 		c.RemoveHostFromPrincipal, c.RemoveRealmFromPrincipal = s.removeHost, s.removeRealm
 		cfg.SASL = c
