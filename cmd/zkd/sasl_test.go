@@ -53,9 +53,16 @@ type saslTarget struct {
 // its JVM, as ZooKeeper operators do.
 func saslTargets(t *testing.T, keys map[string]string) []saslTarget {
 	t.Helper()
+	return saslTargetsWith(t, keys, serverJAASText, nil)
+}
+
+// saslTargetsWith is saslTargets with the server JAAS file's text and more JVM flags for
+// ZooKeeper (its krb5.conf, for Kerberos).
+func saslTargetsWith(t *testing.T, keys map[string]string, jaasText string, jvmFlags []string) []saslTarget {
+	t.Helper()
 	dir := t.TempDir()
 	jaas := filepath.Join(dir, "server.jaas")
-	if err := os.WriteFile(jaas, []byte(serverJAASText), 0o600); err != nil {
+	if err := os.WriteFile(jaas, []byte(jaasText), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	var cfg strings.Builder
@@ -91,7 +98,7 @@ func saslTargets(t *testing.T, keys map[string]string) []saslTarget {
 		Dir:        filepath.Join(dir, "zookeeper"),
 		ClientAddr: fmt.Sprintf("127.0.0.1:%d", ports[0]),
 		Extra:      keys,
-		JVMFlags:   []string{"-Djava.security.auth.login.config=" + jaas},
+		JVMFlags:   append([]string{"-Djava.security.auth.login.config=" + jaas}, jvmFlags...),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -131,6 +138,12 @@ func needZkCli(t *testing.T) {
 // zkCli runs a zkCli.sh script against addr, logged in with the JAAS file jaas ("" for none).
 func zkCli(t *testing.T, addr, jaas, script string) string {
 	t.Helper()
+	return zkCliFlags(t, addr, jaas, script, nil)
+}
+
+// zkCliFlags is zkCli with more JVM flags for the client.
+func zkCliFlags(t *testing.T, addr, jaas, script string, jvmFlags []string) string {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, zkCliPath, "-server", addr)
@@ -139,6 +152,7 @@ func zkCli(t *testing.T, addr, jaas, script string) string {
 	if jaas != "" {
 		flags = "-Djava.security.auth.login.config=" + jaas
 	}
+	flags = strings.Join(append([]string{flags}, jvmFlags...), " ")
 	cmd.Env = append(os.Environ(), "CLIENT_JVMFLAGS="+flags)
 	out, err := cmd.CombinedOutput()
 	if ctx.Err() != nil {
@@ -272,5 +286,53 @@ func TestSASLDigestKazoo(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestSASLKerberosZkCli(t *testing.T) {
+	needZkCli(t)
+	kdc := startKDC(t)
+	service := "zookeeper/localhost@" + kdc.realm
+	serviceKT := kdc.keytab(t, service)
+	bob := "bob@" + kdc.realm
+	bobKT := kdc.keytab(t, bob)
+	serverJAAS := fmt.Sprintf(`Server {
+  com.sun.security.auth.module.Krb5LoginModule required
+  useKeyTab=true keyTab=%q storeKey=true useTicketCache=false principal=%q;
+};
+`, serviceKT, service)
+	clientJAAS := filepath.Join(t.TempDir(), "client.jaas")
+	if err := os.WriteFile(clientJAAS, []byte(fmt.Sprintf(`Client {
+  com.sun.security.auth.module.Krb5LoginModule required
+  useKeyTab=true keyTab=%q storeKey=true useTicketCache=false principal=%q;
+};
+`, bobKT, bob)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	krb5 := "-Djava.security.krb5.conf=" + kdc.krb5
+	clientFlags := []string{krb5, "-Dzookeeper.server.principal=" + service}
+	for _, tc := range []struct {
+		name string
+		keys map[string]string
+		id   string
+	}{
+		{"full principal", map[string]string{"authProvider.1": saslProviderClass}, "bob@ZKD.TEST"},
+		{"realm removed", map[string]string{"authProvider.1": saslProviderClass, "kerberos.removeRealmFromPrincipal": "true"}, "bob"},
+	} {
+		for _, tg := range saslTargetsWith(t, tc.keys, serverJAAS, []string{krb5}) {
+			t.Run(tc.name+"/"+tg.name, func(t *testing.T) {
+				script := fmt.Sprintf("create /krb x\nsetAcl /krb sasl:%s:cdrwa\ngetAcl /krb\nget /krb\nwhoami", tc.id)
+				out := zkCliFlags(t, tg.addr, clientJAAS, script, clientFlags)
+				for _, want := range []string{"SaslAuthenticated", "Created /krb", "'sasl,'" + tc.id + "\n: cdrwa", "x\n", "sasl: " + tc.id + "\n"} {
+					if !strings.Contains(out, want) {
+						t.Errorf("zkCli output lacks %q:\n%s", want, out)
+					}
+				}
+				out = zkCli(t, tg.addr, "", "get /krb")
+				if !strings.Contains(out, "Insufficient permission : /krb") {
+					t.Errorf("an unauthenticated client read the node:\n%s", out)
+				}
+			})
+		}
 	}
 }
