@@ -336,3 +336,25 @@ func TestSASLKerberosZkCli(t *testing.T) {
 		}
 	}
 }
+
+func TestEnforceAuthDigest(t *testing.T) {
+	needZkCli(t)
+	keys := map[string]string{"enforce.auth.enabled": "true", "enforce.auth.schemes": "digest"}
+	for _, tg := range saslTargets(t, keys) {
+		t.Run(tg.name, func(t *testing.T) {
+			if code := rawRequireAuthCode(t, tg.addr); code != jute.CodeSessionClosedRequireSASLAuth {
+				t.Errorf("unauthenticated getChildren = %v; want %v", code, jute.CodeSessionClosedRequireSASLAuth)
+			}
+			// A SASL login is not a digest identity.
+			out := zkCli(t, tg.addr, clientJAAS(t, "bob", "bob-secret"), "ls /")
+			if !strings.Contains(out, "Session closed because client failed to authenticate") {
+				t.Errorf("zkCli with SASL only:\n%s", out)
+			}
+			// Without authProvider.N naming SASLAuthenticationProvider, a sasl ACL is invalid.
+			out = zkCli(t, tg.addr, "", "addauth digest carol:pw\ncreate /dg x\nls /\ncreate /dg-sasl x sasl:bob:cdrwa")
+			if !strings.Contains(out, "Created /dg") || !strings.Contains(out, "[dg, zookeeper]") || !strings.Contains(out, "InvalidACL") {
+				t.Errorf("zkCli with a digest identity:\n%s", out)
+			}
+		})
+	}
+}
