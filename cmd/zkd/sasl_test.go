@@ -311,6 +311,10 @@ func TestSASLKerberosZkCli(t *testing.T) {
 	}
 	krb5 := "-Djava.security.krb5.conf=" + kdc.krb5
 	clientFlags := []string{krb5, "-Dzookeeper.server.principal=" + service}
+	// A ticket for another service: the server's keytab cannot read it.
+	other := "zookeeper/elsewhere@" + kdc.realm
+	kdc.keytab(t, other)
+	otherFlags := []string{krb5, "-Dzookeeper.server.principal=" + other}
 	for _, tc := range []struct {
 		name string
 		keys map[string]string
@@ -331,6 +335,10 @@ func TestSASLKerberosZkCli(t *testing.T) {
 				out = zkCli(t, tg.addr, "", "get /krb")
 				if !strings.Contains(out, "Insufficient permission : /krb") {
 					t.Errorf("an unauthenticated client read the node:\n%s", out)
+				}
+				out = zkCliFlags(t, tg.addr, clientJAAS, "get /krb", otherFlags)
+				if !strings.Contains(out, "state:AuthFailed") || strings.Contains(out, "x\n") {
+					t.Errorf("a ticket for another service was not refused:\n%s", out)
 				}
 			})
 		}
