@@ -40,7 +40,7 @@ func isSASLKey(k string) bool {
 	case "zkd.jaasConfig", "java.security.auth.login.config", "sasl.serverconfig",
 		"sessionRequireClientSASLAuth", "enforce.auth.enabled", "enforce.auth.schemes",
 		"kerberos.removeHostFromPrincipal", "kerberos.removeRealmFromPrincipal",
-		"SASLAuthenticationProvider.superPassword", "superUser":
+		"SASLAuthenticationProvider.superPassword", "superUser", "security.auth_to_local":
 		return true
 	}
 	return strings.HasPrefix(k, "authProvider.") || strings.HasPrefix(k, "superUser.")
@@ -98,6 +98,11 @@ func (s *saslSettings) set(key, k, v string) error {
 		s.removeRealm, err = strictBool(key, v)
 	case k == "SASLAuthenticationProvider.superPassword":
 		s.superPassword = v
+	case k == "security.auth_to_local":
+		// Only the DEFAULT rule is implemented; other rules would name clients differently.
+		if strings.TrimSpace(v) != "DEFAULT" {
+			return keyError(key, v, errors.New("zkd implements only the DEFAULT rule; refusing to start with other names than configured"))
+		}
 	case k == "superUser" || strings.HasPrefix(k, "superUser."):
 		if v != "" {
 			s.superUsers = append(s.superUsers, v)

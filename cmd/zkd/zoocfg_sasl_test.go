@@ -71,6 +71,7 @@ func TestZooCfgSASLKeys(t *testing.T) {
 		{"zkd.jaasConfig=" + jaas + "\nsasl.serverconfig=Nope\n", "no such JAAS section"},
 		{"sasl.serverconfig=Server\n", "no JAAS file"},
 		{"kerberos.removeHostFromPrincipal=1\n", "must be true or false"},
+		{"zookeeper.security.auth_to_local=RULE:[1:$1]\n", "only the DEFAULT rule"},
 	} {
 		if _, err := saslCfg(t, bad.cfg, ""); err == nil || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("zoo.cfg %q: err = %v; want one saying %q", bad.cfg, err, bad.want)
