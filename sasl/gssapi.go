@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/jcmturner/gokrb5/v8/crypto"
 	"github.com/jcmturner/gokrb5/v8/gssapi"
 	"github.com/jcmturner/gokrb5/v8/iana/keyusage"
 	"github.com/jcmturner/gokrb5/v8/keytab"
-	"github.com/jcmturner/gokrb5/v8/service"
 	"github.com/jcmturner/gokrb5/v8/spnego"
 	"github.com/jcmturner/gokrb5/v8/types"
 )
@@ -164,13 +164,27 @@ func (g *gssExchange) accept(token []byte) error {
 		return failf("GSSAPI: initial token is not an AP-REQ")
 	}
 	kt, _ := g.cfg.keytab()
-	name, _ := splitPrincipal(g.cfg.Kerberos.Principal)
-	settings := service.NewSettings(kt, service.KeytabPrincipal(name), service.DecodePAC(false))
-	ok, creds, err := service.VerifyAPREQ(&tok.APReq, settings)
+	name, realm := splitPrincipal(g.cfg.Kerberos.Principal)
+	if t := tok.APReq.Ticket; t.Realm != realm || t.SName.PrincipalNameString() != name {
+		// Only tickets for this server's own principal, as Java's acceptor takes them, even if
+		// the keytab holds other keys.
+		return failf("GSSAPI: ticket for %s@%s, not %s", t.SName.PrincipalNameString(), t.Realm, g.cfg.Kerberos.Principal)
+	}
+	// APReq.Verify decrypts the ticket with the keytab, checks its times, decrypts the
+	// authenticator and checks the clock skew. gokrb5's service.VerifyAPREQ would add a replay
+	// check, but its cache is process-wide with a goroutine that never ends; Config keeps its own.
+	ok, err := tok.APReq.Verify(kt, maxClockSkew, types.HostAddress{}, nil)
 	if err != nil || !ok {
 		return failf("GSSAPI: AP-REQ refused: %v", err)
 	}
 	auth := tok.APReq.Authenticator
+	if auth.CRealm != tok.APReq.Ticket.DecryptedEncPart.CRealm {
+		return failf("GSSAPI: authenticator realm %q is not the ticket's", auth.CRealm)
+	}
+	peer := auth.CName.PrincipalNameString() + "@" + auth.CRealm
+	if !g.cfg.replays.fresh(peer, auth.CTime, auth.Cusec, time.Now()) {
+		return failf("GSSAPI: replayed authenticator of %s", peer)
+	}
 	if auth.Cksum.CksumType != gssChecksumType || len(auth.Cksum.Checksum) < 24 {
 		return failf("GSSAPI: authenticator has no GSS-API checksum")
 	}
@@ -183,8 +197,44 @@ func (g *gssExchange) accept(token []byte) error {
 		g.key = auth.SubKey
 	}
 	g.seq = uint64(auth.SeqNumber)
-	g.peer = creds.CName().PrincipalNameString() + "@" + creds.Domain()
+	g.peer = peer
 	return nil
+}
+
+// maxClockSkew is Kerberos' usual allowance between the client's clock and ours.
+const maxClockSkew = 5 * time.Minute
+
+// replayCache remembers the authenticators accepted within the clock skew, so a captured AP-REQ
+// cannot be played again (RFC 4120 3.2.3). Entries are dropped as they age past the skew, on the
+// next insert: no goroutine.
+type replayCache struct {
+	mu   sync.Mutex
+	seen map[replayKey]time.Time // when the entry may be dropped
+}
+
+type replayKey struct {
+	client string
+	ctime  int64 // the authenticator's time, in microseconds
+}
+
+// fresh records an authenticator and reports whether it was not seen before.
+func (r *replayCache) fresh(client string, ctime time.Time, cusec int, now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.seen == nil {
+		r.seen = map[replayKey]time.Time{}
+	}
+	for k, until := range r.seen {
+		if now.After(until) {
+			delete(r.seen, k)
+		}
+	}
+	k := replayKey{client, ctime.Unix()*1e6 + int64(cusec)}
+	if _, dup := r.seen[k]; dup {
+		return false
+	}
+	r.seen[k] = now.Add(2 * maxClockSkew)
+	return true
 }
 
 // wrap makes an acceptor's wrap token (RFC 4121, integrity only) of msg.

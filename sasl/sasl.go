@@ -36,7 +36,8 @@ type Config struct {
 	// means the realm of Kerberos.Principal, or none.
 	DefaultRealm string
 
-	kt keytabCache // Kerberos' keytab, loaded once
+	kt      keytabCache // Kerberos' keytab, loaded once
+	replays replayCache // Kerberos authenticators already accepted
 }
 
 // Kerberos is the server's own identity for GSSAPI: its service principal

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 )
 
 // rfcExample is RFC 2831's section 4 example exchange, with the server's nonce and names fixed to
@@ -159,4 +160,22 @@ func FuzzParseDirectives(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestReplayCache(t *testing.T) {
+	var r replayCache
+	now := time.Unix(1_700_000_000, 0)
+	if !r.fresh("bob@R", now, 5, now) {
+		t.Fatal("a first authenticator was taken for a replay")
+	}
+	if r.fresh("bob@R", now, 5, now.Add(time.Second)) {
+		t.Error("a replayed authenticator was accepted")
+	}
+	if !r.fresh("bob@R", now, 6, now) || !r.fresh("alice@R", now, 5, now) {
+		t.Error("another authenticator was taken for a replay")
+	}
+	later := now.Add(2*maxClockSkew + time.Second)
+	if !r.fresh("carol@R", later, 0, later) || len(r.seen) != 1 {
+		t.Errorf("entries past the skew were not dropped: %d left", len(r.seen))
+	}
 }
