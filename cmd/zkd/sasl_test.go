@@ -235,6 +235,7 @@ func rawRequireAuthCode(t *testing.T, addr string) jute.Code {
 func TestSASLRequiredRefusesUnauthenticated(t *testing.T) {
 	needZkCli(t)
 	bob := clientJAAS(t, "bob", "bob-secret")
+	wrong := clientJAAS(t, "bob", "wrong")
 	for _, keys := range []map[string]string{
 		{"authProvider.1": "org.apache.zookeeper.server.auth.SASLAuthenticationProvider", "sessionRequireClientSASLAuth": "true"},
 		{"authProvider.1": "org.apache.zookeeper.server.auth.SASLAuthenticationProvider", "enforce.auth.enabled": "true", "enforce.auth.schemes": "sasl,digest"},
@@ -251,6 +252,12 @@ func TestSASLRequiredRefusesUnauthenticated(t *testing.T) {
 				out = zkCli(t, tg.addr, bob, "create /req x\nls /")
 				if !strings.Contains(out, "Created /req") || !strings.Contains(out, "[req, zookeeper]") {
 					t.Errorf("zkCli with SASL:\n%s", out)
+				}
+				// A failed login is answered SessionClosedRequireSASLAuth with a null token, which
+				// the Java client turns into AuthFailed.
+				out = zkCli(t, tg.addr, wrong, "ls /")
+				if !strings.Contains(out, "state:AuthFailed") || strings.Contains(out, "[req, zookeeper]") {
+					t.Errorf("zkCli with a wrong password:\n%s", out)
 				}
 			})
 		}
