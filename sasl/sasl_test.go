@@ -179,3 +179,24 @@ func TestReplayCache(t *testing.T) {
 		t.Errorf("entries past the skew were not dropped: %d left", len(r.seen))
 	}
 }
+
+// FuzzDigestResponse feeds arbitrary digest-responses to a DIGEST-MD5 exchange: none may panic,
+// and none may authenticate (the user's password is not the one the seeds were made with).
+func FuzzDigestResponse(f *testing.F) {
+	f.Add([]byte(rfcResponse))
+	f.Add([]byte(strings.Replace(rfcResponse, "qop=auth", "", 1)))
+	f.Add([]byte(`username="chris",authzid="x",response=00000000000000000000000000000000`))
+	f.Fuzz(func(t *testing.T, token []byte) {
+		d, err := newDigestExchange(&Config{Users: map[string]string{"chris": "not-secret"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.nonce, d.realm, d.service = "OA6MG9tEQGm2hh", "elwood.innosoft.com", "imap"
+		if _, _, err := d.Next(nil); err != nil {
+			t.Fatal(err)
+		}
+		if rsp, done, err := d.Next(token); done || err == nil || d.ID() != "" {
+			t.Fatalf("Next(%q) = %q, %v, %v; want a refusal", token, rsp, done, err)
+		}
+	})
+}
