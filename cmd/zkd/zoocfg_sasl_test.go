@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -76,5 +77,22 @@ func TestZooCfgSASLKeys(t *testing.T) {
 		if _, err := saslCfg(t, bad.cfg, ""); err == nil || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("zoo.cfg %q: err = %v; want one saying %q", bad.cfg, err, bad.want)
 		}
+	}
+}
+
+// The -jaas flag names the JAAS file; a file without the section stops startup.
+func TestJAASFlagStopsStartupOnABadFile(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "zoo.cfg")
+	jaas := filepath.Join(dir, "jaas.conf")
+	if err := os.WriteFile(cfg, []byte("dataDir="+dir+"\nclientPort=2181\nadmin.enableServer=false\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(jaas, []byte("Client { x.DigestLoginModule required username=\"a\"; };\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if code := run([]string{"-config", cfg, "-jaas", jaas}, &out, &out); code != 1 || !strings.Contains(out.String(), `\"Server\"`) {
+		t.Errorf("-jaas with no Server section: exit %d, output %q; want exit 1 naming the section", code, out.String())
 	}
 }
