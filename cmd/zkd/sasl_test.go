@@ -308,14 +308,21 @@ func TestSASLKerberosZkCli(t *testing.T) {
   useKeyTab=true keyTab=%q storeKey=true useTicketCache=false principal=%q;
 };
 `, serviceKT, service)
-	clientJAAS := filepath.Join(t.TempDir(), "client.jaas")
-	if err := os.WriteFile(clientJAAS, []byte(fmt.Sprintf(`Client {
+	loginJAAS := func(principal, keytab string) string {
+		f := filepath.Join(t.TempDir(), "client.jaas")
+		if err := os.WriteFile(f, []byte(fmt.Sprintf(`Client {
   com.sun.security.auth.module.Krb5LoginModule required
   useKeyTab=true keyTab=%q storeKey=true useTicketCache=false principal=%q;
 };
-`, bobKT, bob)), 0o600); err != nil {
-		t.Fatal(err)
+`, keytab, principal)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return f
 	}
+	clientJAAS := loginJAAS(bob, bobKT)
+	// A client with a host in its principal, as services logging in from a keytab have.
+	svc := "svc/client.example@" + kdc.realm
+	svcJAAS := loginJAAS(svc, kdc.keytab(t, svc))
 	krb5 := "-Djava.security.krb5.conf=" + kdc.krb5
 	clientFlags := []string{krb5, "-Dzookeeper.server.principal=" + service}
 	// A ticket for another service: the server's keytab cannot read it.
@@ -323,17 +330,20 @@ func TestSASLKerberosZkCli(t *testing.T) {
 	kdc.keytab(t, other)
 	otherFlags := []string{krb5, "-Dzookeeper.server.principal=" + other}
 	for _, tc := range []struct {
-		name string
-		keys map[string]string
-		id   string
+		name  string
+		keys  map[string]string
+		login string // the client's JAAS file
+		id    string
 	}{
-		{"full principal", map[string]string{"authProvider.1": saslProviderClass}, "bob@ZKD.TEST"},
-		{"realm removed", map[string]string{"authProvider.1": saslProviderClass, "kerberos.removeRealmFromPrincipal": "true"}, "bob"},
+		{"full principal", map[string]string{"authProvider.1": saslProviderClass}, clientJAAS, "bob@ZKD.TEST"},
+		{"realm removed", map[string]string{"authProvider.1": saslProviderClass, "kerberos.removeRealmFromPrincipal": "true"}, clientJAAS, "bob"},
+		{"host kept", map[string]string{"authProvider.1": saslProviderClass}, svcJAAS, "svc/client.example@ZKD.TEST"},
+		{"host removed", map[string]string{"authProvider.1": saslProviderClass, "kerberos.removeHostFromPrincipal": "true"}, svcJAAS, "svc@ZKD.TEST"},
 	} {
 		for _, tg := range saslTargetsWith(t, tc.keys, serverJAAS, []string{krb5}) {
 			t.Run(tc.name+"/"+tg.name, func(t *testing.T) {
 				script := fmt.Sprintf("create /krb x\nsetAcl /krb sasl:%s:cdrwa\ngetAcl /krb\nget /krb\nwhoami", tc.id)
-				out := zkCliFlags(t, tg.addr, clientJAAS, script, clientFlags)
+				out := zkCliFlags(t, tg.addr, tc.login, script, clientFlags)
 				for _, want := range []string{"SaslAuthenticated", "Created /krb", "'sasl,'" + tc.id + "\n: cdrwa", "x\n", "sasl: " + tc.id + "\n"} {
 					if !strings.Contains(out, want) {
 						t.Errorf("zkCli output lacks %q:\n%s", want, out)
