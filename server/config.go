@@ -126,7 +126,8 @@ type Config struct {
 
 	// SASL authenticates clients over SASL (op 102) with DIGEST-MD5 or GSSAPI; a client that
 	// completes it gets the identity sasl:<id>. Nil means SASL is off: a sasl request is
-	// answered AuthFailed and its connection closes.
+	// answered AuthFailed and its connection closes. Start does not read a Kerberos keytab;
+	// sasl.Config.CheckKerberos checks it beforehand (the zkd binary does).
 	SASL *sasl.Config
 	// SASLACL accepts the sasl scheme in ACLs, as zoo.cfg's
 	// authProvider.N=org.apache.zookeeper.server.auth.SASLAuthenticationProvider does in
