@@ -26,6 +26,8 @@ type settings struct {
 	adminExplicit bool
 	// ignored lists keys zkd accepts but does not use.
 	ignored []string
+	// sasl holds the SASL keys until the -jaas flag is known (zoocfg_sasl.go).
+	sasl saslSettings
 }
 
 // defaultSettings is `zkd` with no arguments: a standalone durable server on port 2181 with its
@@ -330,6 +332,10 @@ func parseZooCfg(r io.Reader, log *slog.Logger) (settings, error) {
 			}
 		case k == "zkd.herdWatchThreshold":
 			if cfg.HerdWatchThreshold, err = positiveInt(key, v); err != nil {
+				return st, err
+			}
+		case isSASLKey(k):
+			if err := st.sasl.set(key, k, v); err != nil {
 				return st, err
 			}
 		case k == "standaloneEnabled":
