@@ -41,6 +41,7 @@ var securityKeys = func() map[string]bool {
 		"enforce.auth.enabled":                     true,
 		"enforce.auth.schemes":                     true,
 		"allowSaslFailedClients":                   false,
+		"letAnySaslUserDoX":                        false,
 		"sasl.serverconfig":                        true,
 		"java.security.auth.login.config":          true,
 		"kerberos.removeHostFromPrincipal":         true,
