@@ -1,12 +1,15 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
 	"slices"
@@ -603,4 +606,151 @@ func TestImportEnsembleCutover(t *testing.T) {
 		delete(want, p)
 	}
 	diffTrees(t, got, want)
+}
+
+// cutoverClient is a client process (kazoo or the Java client) that rides through the move:
+// see testdata/cutover_client.py and testdata/CutoverClient.java.
+type cutoverClient struct {
+	name  string
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	lines chan string
+}
+
+func startCutoverClient(t *testing.T, name string, argv ...string) *cutoverClient {
+	t.Helper()
+	c := &cutoverClient{name: name, cmd: exec.Command(argv[0], argv[1:]...), lines: make(chan string, 16)}
+	var err error
+	if c.stdin, err = c.cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr syncBuffer
+	c.cmd.Stderr = &stderr
+	if err := c.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.cmd.Process.Kill()
+		_ = c.cmd.Wait()
+		if t.Failed() {
+			t.Logf("%s stderr:\n%s", name, stderr.String())
+		}
+	})
+	go func() { // ends when the process's stdout closes
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			c.lines <- sc.Text()
+		}
+		close(c.lines)
+	}()
+	return c
+}
+
+// line waits for the client's next line that starts with one of prefixes.
+func (c *cutoverClient) line(t *testing.T, prefixes ...string) string {
+	t.Helper()
+	timeout := time.After(120 * time.Second)
+	for {
+		select {
+		case l, ok := <-c.lines:
+			if !ok {
+				t.Fatalf("%s exited before printing %v", c.name, prefixes)
+			}
+			for _, p := range prefixes {
+				if strings.HasPrefix(l, p) {
+					return l
+				}
+			}
+		case <-timeout:
+			t.Fatalf("%s printed no %v", c.name, prefixes)
+		}
+	}
+}
+
+// kazoo and the Java client, connected to ZooKeeper, ride through the move to zkd with their
+// sessions, ephemerals and watches.
+func TestImportKeepsKazooAndJavaSessions(t *testing.T) {
+	if err := apachezk.Installed(); err != nil {
+		t.Skipf("real ZooKeeper is not installed: %v", err)
+	}
+	py := ""
+	for _, p := range []string{"/usr/bin/python3", "python3"} {
+		if exec.Command(p, "-c", "import kazoo").Run() == nil {
+			py = p
+			break
+		}
+	}
+	if py == "" {
+		t.Skip("kazoo is not installed (Debian package python3-kazoo)")
+	}
+	java, err := exec.LookPath("java")
+	if err != nil {
+		t.Skip("no java")
+	}
+	dir := t.TempDir()
+	ports, err := apachezk.FreePorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
+	zkDir := filepath.Join(dir, "zookeeper")
+	zkp, err := apachezk.Launch(apachezk.ServerConfig{Dir: zkDir, ClientAddr: addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = zkp.Stop() })
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	if err := zkp.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	setup, _ := sessionOf(t, addr, 30*time.Second)
+	if _, err := setup.Create("/watched", []byte("v0"), 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	setup.Close()
+	src, err := filepath.Abs("testdata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clients := []*cutoverClient{
+		startCutoverClient(t, "kazoo", py, filepath.Join(src, "cutover_client.py"), addr),
+		startCutoverClient(t, "java", java, "-cp", apachezk.Jar, filepath.Join(src, "CutoverClient.java"), addr),
+	}
+	for _, c := range clients {
+		t.Logf("%s: %s", c.name, c.line(t, "READY", "FAIL"))
+	}
+
+	if err := zkp.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(dir, "zkd")
+	var out bytes.Buffer
+	if code := run([]string{"import", "-from", filepath.Join(zkDir, "data"), "-from-log", filepath.Join(zkDir, "txnlog"), "-data", data}, &out, &out); code != 0 {
+		t.Fatalf("zkd import: exit %d\n%s", code, out.String())
+	}
+	cfg := filepath.Join(dir, "zoo.cfg")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("dataDir=%s\nclientPort=%d\nclientPortAddress=127.0.0.1\nadmin.enableServer=false\n", data, ports[0])), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startZkd(t, "-config", cfg)
+	waitRuok(t, addr, p)
+	c, _ := sessionOf(t, addr, 30*time.Second)
+	if _, err := c.Set("/watched", []byte("v1"), -1); err != nil {
+		t.Fatal(err)
+	}
+	for _, cl := range clients {
+		if _, err := io.WriteString(cl.stdin, "CHECK\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, cl := range clients {
+		if got := cl.line(t, "OK", "FAIL"); got != "OK" {
+			t.Errorf("%s after the move: %s", cl.name, got)
+		}
+	}
 }

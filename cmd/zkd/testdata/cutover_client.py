@@ -1,0 +1,61 @@
+"""A kazoo client that rides through a move from ZooKeeper to zkd.
+
+python3 cutover_client.py host:port
+
+It opens a session, creates the ephemeral /kazoo-eph and watches /watched, prints
+"READY <session id in hex>", then waits for a line on stdin (sent once the move is done and
+/watched has changed), and prints "OK" if the same session is connected again, still owns its
+ephemeral and saw its watch fire; otherwise "FAIL <why>".
+"""
+import sys
+import threading
+import time
+
+from kazoo.client import KazooClient, KazooState
+
+zk = KazooClient(hosts=sys.argv[1], timeout=30)
+lost = threading.Event()
+
+
+def listener(state):
+    if state == KazooState.LOST:
+        lost.set()
+
+
+zk.add_listener(listener)
+zk.start(timeout=30)
+sid = zk.client_id[0]
+zk.create("/kazoo-eph", b"", ephemeral=True)
+fired = threading.Event()
+
+
+@zk.DataWatch("/watched")
+def watch(data, stat):
+    if data == b"v1":
+        fired.set()
+
+
+print("READY %x" % sid, flush=True)
+sys.stdin.readline()
+
+
+def check():
+    deadline = time.time() + 60
+    while zk.state != KazooState.CONNECTED and time.time() < deadline:
+        time.sleep(0.02)
+    if lost.is_set():
+        return "FAIL the session was lost"
+    if zk.state != KazooState.CONNECTED:
+        return "FAIL not connected: %s" % zk.state
+    if zk.client_id[0] != sid:
+        return "FAIL a new session %x" % zk.client_id[0]
+    stat = zk.exists("/kazoo-eph")
+    if stat is None or stat.ephemeralOwner != sid:
+        return "FAIL the ephemeral is gone: %s" % (stat,)
+    if not fired.wait(30):
+        return "FAIL the watch never fired"
+    return "OK"
+
+
+print(check(), flush=True)
+zk.stop()
