@@ -170,9 +170,11 @@ func TestImportFromZooKeeperKeepsTreeAndSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
-	zkp, err := apachezk.Launch(apachezk.ServerConfig{Dir: filepath.Join(dir, "zookeeper"), ClientAddr: addr, Extra: map[string]string{
+	zkExtra := map[string]string{
 		"extendedTypesEnabled": "true", "snapCount": "40", "DigestAuthenticationProvider.superDigest": super,
-	}})
+		"authProvider.1": "org.apache.zookeeper.server.auth.SASLAuthenticationProvider",
+	}
+	zkp, err := apachezk.Launch(apachezk.ServerConfig{Dir: filepath.Join(dir, "zookeeper"), ClientAddr: addr, Extra: zkExtra})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,6 +212,18 @@ func TestImportFromZooKeeperKeepsTreeAndSessions(t *testing.T) {
 	}
 	if _, err := w.Create("/app/cont/x", nil, 0, open); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := w.Create("/app/sasl", nil, 0, []zk.ACL{{Perms: zk.PermRead, Scheme: "sasl", ID: "bob"}}); err != nil {
+		t.Fatal(err)
+	}
+	// A quota on /app: its nodes under /zookeeper/quota, which only super may write.
+	if err := w.AddAuth("digest", []byte("super:pw")); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []struct{ p, d string }{{"/zookeeper/quota/app", ""}, {"/zookeeper/quota/app/zookeeper_limits", "count=500,bytes=-1"}, {"/zookeeper/quota/app/zookeeper_stats", "count=0,bytes=0"}} {
+		if _, err := w.Create(q.p, []byte(q.d), 0, open); err != nil {
+			t.Fatal(err)
+		}
 	}
 	mine, err := live.Create("/locks/mine-", []byte("held"), zk.FlagEphemeral|zk.FlagSequence, open)
 	if err != nil {
@@ -329,6 +343,64 @@ func TestImportFromZooKeeperKeepsTreeAndSessions(t *testing.T) {
 			t.Errorf("the %s watch set on ZooKeeper never fired on zkd", name)
 		}
 	}
+
+	// zxids stay above ZooKeeper's across a restart of the imported server.
+	onZkd := dumpTree(t, reader2)
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Wait(); err != nil {
+		t.Fatalf("zkd after SIGTERM: %v", err)
+	}
+	p2 := startZkd(t, "-config", cfg)
+	waitRuok(t, addr, p2)
+	reader3, _ := sessionOf(t, addr, 30*time.Second)
+	if err := reader3.AddAuth("digest", []byte("super:pw")); err != nil {
+		t.Fatal(err)
+	}
+	diffTrees(t, dumpTree(t, reader3), onZkd)
+	st2, err := reader3.Create("/app/after-restart", nil, 0, open)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, st3, err := reader3.Get(st2)
+	if err != nil || st3.Czxid <= st.Mzxid {
+		t.Errorf("write after the restart: zxid %#x, not above %#x (%v)", st3.Czxid, st.Mzxid, err)
+	}
+	if err := reader3.Delete(st2, -1); err != nil {
+		t.Fatal(err)
+	}
+	onZkd = dumpTree(t, reader3)
+	reader3.Close()
+	live.Close()
+
+	// And back: export zkd's state, start ZooKeeper on it, and it serves the same tree.
+	if err := p2.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := p2.cmd.Wait(); err != nil {
+		t.Fatalf("zkd after SIGTERM: %v", err)
+	}
+	back := filepath.Join(dir, "back")
+	out.Reset()
+	if code := run([]string{"export", "-data", data, "-out", filepath.Join(back, "data")}, &out, &out); code != 0 {
+		t.Fatalf("zkd export: exit %d\n%s", code, out.String())
+	}
+	zkBack, err := apachezk.Launch(apachezk.ServerConfig{Dir: back, ClientAddr: addr, Extra: zkExtra})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = zkBack.Stop() })
+	ctx2, cancel2 := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel2()
+	if err := zkBack.WaitReady(ctx2); err != nil {
+		t.Fatal(err)
+	}
+	reader4, _ := sessionOf(t, addr, 30*time.Second)
+	if err := reader4.AddAuth("digest", []byte("super:pw")); err != nil {
+		t.Fatal(err)
+	}
+	diffTrees(t, dumpTree(t, reader4), onZkd)
 }
 
 // The way back: zkd export of a stopped zkd server gives a ZooKeeper snapshot that Apache

@@ -135,6 +135,7 @@ func Load(dataDir, logDir string) (*State, *Report, error) {
 			rep.Txns++
 		}
 	}
+	t.quotaStats()
 	return t.state(), rep, nil
 }
 
@@ -151,4 +152,38 @@ func initialSnapshot() *Snapshot {
 			{Path: "/zookeeper/config", ACL: 1, Data: []byte{}, Stat: Stat{Aversion: -1}},
 		},
 	}
+}
+
+// quotaStats sets the data of every quota's zookeeper_stats node to the count and bytes of the
+// subtree it covers. ZooKeeper keeps those figures in memory only (they change with no logged
+// transaction) and computes them again when it loads, so that is what a load must do too.
+func (t *tree) quotaStats() {
+	const quotaRoot = "/zookeeper/quota"
+	for p, n := range t.nodes {
+		rest, ok := strings.CutPrefix(p, quotaRoot+"/")
+		if !ok || !strings.HasSuffix(rest, "/zookeeper_stats") {
+			continue
+		}
+		target := "/" + strings.TrimSuffix(rest, "/zookeeper_stats")
+		if t.nodes[quotaRoot+target+"/zookeeper_limits"] == nil || t.nodes[target] == nil {
+			continue
+		}
+		count, bytes := t.subtree(target)
+		n.Data = fmt.Appendf(nil, "count=%d,bytes=%d", count, bytes)
+	}
+}
+
+// subtree returns the number of nodes under path, itself included, and their data bytes.
+func (t *tree) subtree(path string) (count, bytes int64) {
+	n := t.nodes[path]
+	if n == nil {
+		return 0, 0
+	}
+	count, bytes = 1, int64(len(n.Data))
+	for c := range n.Children {
+		cc, cb := t.subtree(path + "/" + c)
+		count += cc
+		bytes += cb
+	}
+	return count, bytes
 }

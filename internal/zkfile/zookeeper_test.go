@@ -108,6 +108,17 @@ func workload(t *testing.T, addr string, rounds int) (keep *zk.Conn) {
 	for _, p := range []string{"/app", "/seq", "/eph", "/multi"} {
 		ok(c.Create(p, []byte(p), 0, open))
 	}
+	// Quotas are nodes under /zookeeper/quota, which only super may write.
+	su := connect(t, addr)
+	if err := su.AddAuth("digest", []byte("super:pw")); err != nil {
+		t.Fatal(err)
+	}
+	ok(su.Create("/zookeeper/quota/app", nil, 0, open))
+	ok(su.Create("/zookeeper/quota/app/zookeeper_limits", []byte("count=1000,bytes=-1"), 0, open))
+	ok(su.Create("/zookeeper/quota/app/zookeeper_stats", []byte("count=1,bytes=4"), 0, open))
+	su.Close()
+	// An ACL of the sasl scheme (the SASL provider is configured, so ZooKeeper accepts it).
+	ok(c.Create("/app/sasl", nil, 0, []zk.ACL{{Perms: zk.PermAll, Scheme: "sasl", ID: "bob"}}))
 	ok(c.CreateContainer("/cont", nil, zk.FlagContainer, open))
 	for r := range rounds {
 		n := fmt.Sprintf("/app/n%03d", r)
@@ -271,6 +282,7 @@ func TestLoadMatchesZooKeeper(t *testing.T) {
 				"preAllocSize":         "16", // KiB of zero padding after each log's end
 				// The reader authenticates as super, so that it reads every node and ACL.
 				"DigestAuthenticationProvider.superDigest": znode.DigestID("super", "pw"),
+				"authProvider.1": "org.apache.zookeeper.server.auth.SASLAuthenticationProvider",
 			}
 			if comp != "" {
 				extra["snapshot.compression.method"] = comp
@@ -301,8 +313,10 @@ func TestLoadMatchesZooKeeper(t *testing.T) {
 			if comp != "" && !strings.HasSuffix(rep.Snapshot, "."+comp) {
 				t.Errorf("snapshot %s is not %s-compressed", rep.Snapshot, comp)
 			}
-			if len(rep.Logs) < 2 || rep.Txns == 0 {
-				t.Errorf("want the snapshot followed by transactions from several logs: %+v", rep)
+			snaps, _ := filepath.Glob(dir + "/data/version-2/snapshot.*")
+			logs, _ := filepath.Glob(dir + "/txnlog/version-2/log.*")
+			if len(snaps) < 3 || len(logs) < 3 {
+				t.Errorf("want snapshots and logs rolled over several times: %d snapshots, %d logs", len(snaps), len(logs))
 			}
 			diff(t, "state vs the tree before the stop", dumpState(st), before)
 			for _, s := range sessions {
