@@ -1,10 +1,10 @@
 package tlsconf_test
 
 import (
-	"fmt"
 	"crypto/tls"
 	"crypto/x509/pkix"
 	"encoding/asn1"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
