@@ -26,6 +26,10 @@ const toolsUsage = `  zkd verify DIR           check every checksum of a stopped
   zkd backup -admin URL -out FILE  a consistent backup of a running server (its snapshot command)
   zkd backup -data DIR -out FILE   a backup of a stopped standalone server's directory
   zkd restore -backup FILE -data DIR [-config zoo.cfg]  seed a new server (or cluster member)
+  zkd import -from DIR [-from-log DIR] -data DIR [-config zoo.cfg]  seed one from a stopped
+                           Apache ZooKeeper's dataDir (and dataLogDir)
+  zkd export (-data DIR | -backup FILE) -out DIR  write a ZooKeeper snapshot of a stopped
+                           standalone server (or a backup) into ZooKeeper's dataDir DIR
 `
 
 // runTool runs a tool subcommand; ok is false when args name none.
@@ -44,6 +48,10 @@ func runTool(args []string, stdout, stderr io.Writer) (code int, ok bool) {
 		return backupCmd(args[1:], stdout, stderr), true
 	case "restore":
 		return restoreCmd(args[1:], stdout, stderr), true
+	case "import":
+		return importCmd(args[1:], stdout, stderr), true
+	case "export":
+		return exportCmd(args[1:], stdout, stderr), true
 	}
 	return 0, false
 }
@@ -268,26 +276,10 @@ func restoreCmd(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
-	id := int64(1)
-	var peers []consensus.Peer
-	if *configPath != "" {
-		cf, err := os.Open(*configPath)
-		if err != nil {
-			fmt.Fprintf(stderr, "zkd restore: %v\n", err)
-			return 1
-		}
-		st, err := parseZooCfg(cf, slog.New(slog.DiscardHandler))
-		cf.Close()
-		if err != nil {
-			fmt.Fprintf(stderr, "zkd restore: %s: %v\n", *configPath, err)
-			return 1
-		}
-		if st.cfg.ServerID != 0 {
-			id = st.cfg.ServerID
-		}
-		for _, p := range st.cfg.Peers {
-			peers = append(peers, consensus.Peer{ID: strconv.FormatInt(p.ID, 10), Addr: p.PeerAddr})
-		}
+	id, peers, err := membersFromConfig(*configPath)
+	if err != nil {
+		fmt.Fprintf(stderr, "zkd restore: %v\n", err)
+		return 1
 	}
 	f, err := os.Open(*backup)
 	if err != nil {
@@ -295,11 +287,37 @@ func restoreCmd(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer f.Close()
-	v, err := consensus.RestoreDir(*data, f, strconv.FormatInt(id, 10), peers)
+	v, err := consensus.RestoreDir(*data, f, id, peers)
 	if err != nil {
 		fmt.Fprintf(stderr, "zkd restore: %v\n", err)
 		return 1
 	}
 	fmt.Fprintf(stdout, "restored zxid 0x%x (%d znodes, %d sessions) into %s; start zkd on it\n", v.Zxid(), v.NodeCount(), len(v.Sessions()), *data)
 	return 0
+}
+
+// membersFromConfig returns the server id and the cluster members a zoo.cfg names; with no
+// file, a standalone server (id 1, no members).
+func membersFromConfig(path string) (string, []consensus.Peer, error) {
+	if path == "" {
+		return "1", nil, nil
+	}
+	cf, err := os.Open(path)
+	if err != nil {
+		return "", nil, err
+	}
+	defer cf.Close()
+	st, err := parseZooCfg(cf, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return "", nil, fmt.Errorf("%s: %w", path, err)
+	}
+	id := int64(1)
+	if st.cfg.ServerID != 0 {
+		id = st.cfg.ServerID
+	}
+	var peers []consensus.Peer
+	for _, p := range st.cfg.Peers {
+		peers = append(peers, consensus.Peer{ID: strconv.FormatInt(p.ID, 10), Addr: p.PeerAddr})
+	}
+	return strconv.FormatInt(id, 10), peers, nil
 }

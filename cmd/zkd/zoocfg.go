@@ -158,6 +158,9 @@ func parseZooCfg(r io.Reader, log *slog.Logger) (settings, error) {
 	for _, kv := range props {
 		key, v := kv[0], kv[1]
 		k := strings.TrimPrefix(key, "zookeeper.")
+		if err := refuseUnimplementedSecurity(key, k, v); err != nil {
+			return st, err
+		}
 		switch {
 		case k == "tickTime":
 			if tick, err = positiveInt(key, v); err != nil {
@@ -335,6 +338,10 @@ func parseZooCfg(r io.Reader, log *slog.Logger) (settings, error) {
 			}
 			st.ignored = append(st.ignored, key)
 		default:
+			if isSecurityKey(k) && securityKeys[k] {
+				// Fail closed: a security key marked implemented must have its own case above.
+				return st, fmt.Errorf("zoo.cfg: %s: security setting not applied (a zkd bug); refusing to start", key)
+			}
 			st.ignored = append(st.ignored, key)
 		}
 	}

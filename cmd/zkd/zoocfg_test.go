@@ -138,15 +138,17 @@ func TestParseZooCfgHerdWatchThreshold(t *testing.T) {
 func TestParseZooCfgInitialConfig(t *testing.T) {
 	dir := t.TempDir()
 	cfg := "dataDir=" + dir + "\nclientPort=2181\n# a comment: password=kept\n" +
-		"DigestAuthenticationProvider.superDigest=super:D/InIHSb7yEEbrWz8b9l71RjZJU=\n" +
-		"ssl.keyStore.password: s3cret\n"
+		"DigestAuthenticationProvider.superDigest=super:D/InIHSb7yEEbrWz8b9l71RjZJU=\n"
 	st, err := parseZooCfg(strings.NewReader(cfg), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := "dataDir=" + dir + "\nclientPort=2181\n# a comment: password=kept\n" +
-		"DigestAuthenticationProvider.superDigest=(redacted)\nssl.keyStore.password=(redacted)\n"
+		"DigestAuthenticationProvider.superDigest=(redacted)\n"
 	if st.cfg.InitialConfig != want {
 		t.Errorf("InitialConfig =\n%s\nwant\n%s", st.cfg.InitialConfig, want)
+	}
+	if got := redactSecrets("ssl.keyStore.password: s3cret\n"); got != "ssl.keyStore.password=(redacted)\n" {
+		t.Errorf("redactSecrets(ssl.keyStore.password) = %q", got)
 	}
 }

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/zkd-io/zkd/consensus"
+	"github.com/zkd-io/zkd/internal/zkfile"
+	"github.com/zkd-io/zkd/znode"
+)
+
+// importCmd seeds a new zkd data directory from a stopped Apache ZooKeeper's files: the newest
+// snapshot that verifies and every logged transaction after it, as ZooKeeper itself would load
+// them. zxids go on from ZooKeeper's last one, and its sessions keep their ids, timeouts and
+// passwords, so clients that talked to ZooKeeper reattach to zkd.
+func importCmd(args []string, stdout, stderr io.Writer) int {
+	fs := toolFlags("import", stderr, "zkd import -from DIR [-from-log DIR] -data DIR [-config zoo.cfg]")
+	from := fs.String("from", "", "ZooKeeper's dataDir (holding version-2/snapshot.*)")
+	fromLog := fs.String("from-log", "", "ZooKeeper's dataLogDir, when it is not dataDir (holding version-2/log.*)")
+	data := fs.String("data", "", "the new zkd server's data directory (must hold no zkd data)")
+	configPath := fs.String("config", "", "the new server's zoo.cfg: its myid and the cluster's members (default: standalone); seed every member from the same files")
+	if fs.Parse(args) != nil || fs.NArg() != 0 || *from == "" || *data == "" {
+		fs.Usage()
+		return 2
+	}
+	id, peers, err := membersFromConfig(*configPath)
+	if err != nil {
+		fmt.Fprintf(stderr, "zkd import: %v\n", err)
+		return 1
+	}
+	st, rep, err := zkfile.Load(*from, *fromLog)
+	if err != nil {
+		fmt.Fprintf(stderr, "zkd import: %v\n", err)
+		return 1
+	}
+	for _, s := range rep.SkippedSnaps {
+		fmt.Fprintf(stderr, "zkd import: passed over a snapshot that does not verify: %s\n", s)
+	}
+	for _, l := range rep.TornLogs {
+		fmt.Fprintf(stderr, "zkd import: %s ends in a partly written entry (a crash); it was left out, as ZooKeeper does\n", l)
+	}
+	t, err := st.Tree()
+	if err != nil {
+		fmt.Fprintf(stderr, "zkd import: %v\n", err)
+		return 1
+	}
+	var buf bytes.Buffer
+	if err := consensus.WriteBackup(&buf, t.View()); err != nil {
+		fmt.Fprintf(stderr, "zkd import: %v\n", err)
+		return 1
+	}
+	v, err := consensus.RestoreDir(*data, &buf, id, peers)
+	if err != nil {
+		fmt.Fprintf(stderr, "zkd import: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "imported %s and %d transactions from %d logs: zxid 0x%x, %d znodes, %d sessions, into %s; start zkd on it\n",
+		rep.Snapshot, rep.Txns, len(rep.Logs), v.Zxid(), v.NodeCount(), len(v.Sessions()), *data)
+	return 0
+}
+
+// exportCmd writes the state of a stopped standalone zkd server, or of a backup (zkd backup,
+// which also works on a running server or cluster), as a snapshot in ZooKeeper's format in
+// ZooKeeper's dataDir, which Apache ZooKeeper then loads: the way back.
+func exportCmd(args []string, stdout, stderr io.Writer) int {
+	fs := toolFlags("export", stderr, "zkd export (-data DIR | -backup FILE) -out DIR")
+	data := fs.String("data", "", "a stopped standalone zkd server's data directory")
+	backup := fs.String("backup", "", "a backup file (zkd backup -admin URL takes one of a running server)")
+	out := fs.String("out", "", "ZooKeeper's dataDir: the snapshot goes into its version-2/")
+	if fs.Parse(args) != nil || fs.NArg() != 0 || *out == "" || (*data == "") == (*backup == "") {
+		fs.Usage()
+		return 2
+	}
+	var v *znode.View
+	if *data != "" {
+		var err error
+		if v, err = consensus.BackupDir(*data, io.Discard); err != nil {
+			fmt.Fprintf(stderr, "zkd export: %v\n", err)
+			return 1
+		}
+	} else {
+		f, err := os.Open(*backup)
+		if err != nil {
+			fmt.Fprintf(stderr, "zkd export: %v\n", err)
+			return 1
+		}
+		t, err := consensus.ReadBackup(f)
+		f.Close()
+		if err != nil {
+			fmt.Fprintf(stderr, "zkd export: %v\n", err)
+			return 1
+		}
+		v = t.View()
+	}
+	path, err := zkfile.ExportView(*out, v)
+	if err != nil {
+		fmt.Fprintf(stderr, "zkd export: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "exported zxid 0x%x (%d znodes, %d sessions) as %s; start ZooKeeper with dataDir=%s\n",
+		v.Zxid(), v.NodeCount(), len(v.Sessions()), path, *out)
+	return 0
+}

@@ -1,0 +1,351 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/zkd-io/zkd/internal/apachezk"
+	"github.com/zkd-io/zkd/znode"
+)
+
+type znodeDump struct {
+	Data []byte
+	ACL  []zk.ACL
+	Stat zk.Stat
+}
+
+// dumpTree reads every node, its ACL and its Stat through a client.
+func dumpTree(t *testing.T, c *zk.Conn) map[string]znodeDump {
+	t.Helper()
+	out := map[string]znodeDump{}
+	var walk func(p string)
+	walk = func(p string) {
+		data, st, err := c.Get(p)
+		if err != nil {
+			t.Fatalf("get %s: %v", p, err)
+		}
+		acl, _, err := c.GetACL(p)
+		if err != nil {
+			t.Fatalf("getACL %s: %v", p, err)
+		}
+		out[p] = znodeDump{data, acl, *st}
+		kids, _, err := c.Children(p)
+		if err != nil {
+			t.Fatalf("children %s: %v", p, err)
+		}
+		slices.Sort(kids)
+		for _, k := range kids {
+			walk(path.Join(p, k))
+		}
+	}
+	walk("/")
+	return out
+}
+
+func diffTrees(t *testing.T, got, want map[string]znodeDump) {
+	t.Helper()
+	var bad []string
+	for p, w := range want {
+		g, ok := got[p]
+		switch {
+		case !ok:
+			bad = append(bad, "missing "+p)
+		case !bytes.Equal(g.Data, w.Data):
+			bad = append(bad, fmt.Sprintf("%s data %q, want %q", p, g.Data, w.Data))
+		case !slices.Equal(g.ACL, w.ACL):
+			bad = append(bad, fmt.Sprintf("%s ACL %v, want %v", p, g.ACL, w.ACL))
+		case g.Stat != w.Stat:
+			bad = append(bad, fmt.Sprintf("%s stat %+v, want %+v", p, g.Stat, w.Stat))
+		}
+	}
+	for p := range got {
+		if _, ok := want[p]; !ok {
+			bad = append(bad, "extra "+p)
+		}
+	}
+	slices.Sort(bad)
+	if len(bad) > 0 {
+		t.Errorf("%d differences from ZooKeeper:\n%s", len(bad), strings.Join(bad, "\n"))
+	}
+}
+
+func sessionOf(t *testing.T, addr string, timeout time.Duration) (*zk.Conn, <-chan zk.Event) {
+	t.Helper()
+	c, ev, err := zk.Connect([]string{addr}, timeout, zk.WithLogInfo(false), zk.WithLogger(quietLogger{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	waitState(t, ev, zk.StateHasSession)
+	return c, ev
+}
+
+// waitState waits for state on a session's event channel; an expiry on the way fails the test.
+func waitState(t *testing.T, ev <-chan zk.Event, state zk.State) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	for {
+		select {
+		case e := <-ev:
+			if e.State == state {
+				return
+			}
+			if e.State == zk.StateExpired && state != zk.StateExpired {
+				t.Fatalf("session expired while waiting for %v", state)
+			}
+		case <-ctx.Done():
+			t.Fatalf("no %v: %v", state, ctx.Err())
+		}
+	}
+}
+
+// The move from a running Apache ZooKeeper: stop it, zkd import its files, start zkd on the
+// same address. zkd serves the very tree ZooKeeper served (data, ACLs, every Stat field), its
+// zxids go on above ZooKeeper's, and a client connected to ZooKeeper rides through the move with
+// its session, its ephemerals and its watches.
+func TestImportFromZooKeeperKeepsTreeAndSessions(t *testing.T) {
+	if err := apachezk.Installed(); err != nil {
+		t.Skipf("real ZooKeeper is not installed: %v", err)
+	}
+	dir := t.TempDir()
+	super := znode.DigestID("super", "pw")
+	ports, err := apachezk.FreePorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
+	zkp, err := apachezk.Launch(apachezk.ServerConfig{Dir: filepath.Join(dir, "zookeeper"), ClientAddr: addr, Extra: map[string]string{
+		"extendedTypesEnabled": "true", "snapCount": "40", "DigestAuthenticationProvider.superDigest": super,
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = zkp.Stop() })
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	if err := zkp.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// The session that rides through: ephemerals and watches on ZooKeeper.
+	live, liveEv := sessionOf(t, addr, 30*time.Second)
+	w, _ := sessionOf(t, addr, 30*time.Second)
+	open := zk.WorldACL(zk.PermAll)
+	for _, p := range []string{"/app", "/app/config", "/locks"} {
+		if _, err := w.Create(p, []byte("v0"), 0, open); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 100 {
+		p := fmt.Sprintf("/app/n%03d", i)
+		if _, err := w.Create(p, []byte(p), 0, zk.DigestACL(zk.PermAll, "bob", "pw")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Create("/locks/lock-", nil, zk.FlagEphemeral|zk.FlagSequence, open); err != nil && i == 0 {
+			t.Fatal(err)
+		}
+	}
+	if _, err := w.CreateTTL("/app/ttl", nil, zk.FlagTTL, open, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.CreateContainer("/app/cont", nil, zk.FlagContainer, open); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Create("/app/cont/x", nil, 0, open); err != nil {
+		t.Fatal(err)
+	}
+	mine, err := live.Create("/locks/mine-", []byte("held"), zk.FlagEphemeral|zk.FlagSequence, open)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, dataWatch, err := live.GetW("/app/config")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, childWatch, err := live.ChildrenW("/app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Close() // its ephemerals go: a closeSession in the log
+	reader, _ := sessionOf(t, addr, 30*time.Second)
+	if err := reader.AddAuth("digest", []byte("super:pw")); err != nil {
+		t.Fatal(err)
+	}
+	want := dumpTree(t, reader)
+	reader.Close()
+	lastZxid := int64(0)
+	for _, e := range want {
+		lastZxid = max(lastZxid, e.Stat.Mzxid, e.Stat.Pzxid)
+	}
+
+	// The move: stop ZooKeeper, import, start zkd on the same address.
+	if err := zkp.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(dir, "zkd")
+	var out bytes.Buffer
+	zkDir := filepath.Join(dir, "zookeeper")
+	if code := run([]string{"import", "-from", filepath.Join(zkDir, "data"), "-from-log", filepath.Join(zkDir, "txnlog"), "-data", data}, &out, &out); code != 0 {
+		t.Fatalf("zkd import: exit %d\n%s", code, out.String())
+	}
+	t.Log(strings.TrimSpace(out.String()))
+	cfg := filepath.Join(dir, "zoo.cfg")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("dataDir=%s\nclientPort=%d\nclientPortAddress=127.0.0.1\nadmin.enableServer=false\nextendedTypesEnabled=true\nDigestAuthenticationProvider.superDigest=%s\n", data, ports[0], super)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startZkd(t, "-config", cfg)
+	waitRuok(t, addr, p)
+
+	// The live client reattaches with its session: no expiry, its ephemerals and watches kept.
+	waitState(t, liveEv, zk.StateHasSession)
+	if _, st, err := live.Get(mine); err != nil || st.EphemeralOwner != live.SessionID() {
+		t.Fatalf("the live session's ephemeral %s after the move: %v %+v", mine, err, st)
+	}
+	reader2, _ := sessionOf(t, addr, 30*time.Second)
+	if err := reader2.AddAuth("digest", []byte("super:pw")); err != nil {
+		t.Fatal(err)
+	}
+	diffTrees(t, dumpTree(t, reader2), want)
+
+	// Writes after the move get zxids above ZooKeeper's, and fire the watches set on ZooKeeper.
+	st, err := reader2.Set("/app/config", []byte("v1"), -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mzxid <= lastZxid {
+		t.Errorf("first write after the move got zxid %#x, not above ZooKeeper's last %#x", st.Mzxid, lastZxid)
+	}
+	if _, err := reader2.Create("/app/new", nil, 0, open); err != nil {
+		t.Fatal(err)
+	}
+	for name, ch := range map[string]<-chan zk.Event{"data": dataWatch, "child": childWatch} {
+		select {
+		case e := <-ch:
+			if e.Err != nil || (e.Type != zk.EventNodeDataChanged && e.Type != zk.EventNodeChildrenChanged) {
+				t.Errorf("%s watch fired with %+v", name, e)
+			}
+		case <-time.After(30 * time.Second):
+			t.Errorf("the %s watch set on ZooKeeper never fired on zkd", name)
+		}
+	}
+}
+
+// The way back: zkd export of a stopped zkd server gives a ZooKeeper snapshot that Apache
+// ZooKeeper loads as it is, and serves the very tree zkd served.
+func TestExportLoadsInZooKeeper(t *testing.T) {
+	if err := apachezk.Installed(); err != nil {
+		t.Skipf("real ZooKeeper is not installed: %v", err)
+	}
+	dir := t.TempDir()
+	super := znode.DigestID("super", "pw")
+	data := filepath.Join(dir, "zkd")
+	cfg := filepath.Join(dir, "zoo.cfg")
+	addr := freePort(t)
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("dataDir=%s\nclientPort=%s\nclientPortAddress=127.0.0.1\nadmin.enableServer=false\nextendedTypesEnabled=true\nDigestAuthenticationProvider.superDigest=%s\n", data, portOf(t, addr), super)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startZkd(t, "-config", cfg)
+	waitRuok(t, addr, p)
+	c, _ := sessionOf(t, addr, 30*time.Second)
+	live, _ := sessionOf(t, addr, 30*time.Second)
+	if err := c.AddAuth("digest", []byte("alice:secret")); err != nil {
+		t.Fatal(err)
+	}
+	open := zk.WorldACL(zk.PermAll)
+	acls := [][]zk.ACL{open, zk.WorldACL(zk.PermRead), zk.DigestACL(zk.PermAll, "bob", "pw"), {{Perms: zk.PermAll, Scheme: "auth", ID: ""}},
+		{{Perms: zk.PermRead, Scheme: "ip", ID: "127.0.0.1"}, {Perms: zk.PermAll, Scheme: "digest", ID: "alice:abc"}}}
+	for _, p := range []string{"/app", "/seq", "/eph"} {
+		if _, err := c.Create(p, nil, 0, open); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.CreateContainer("/cont", []byte("c"), zk.FlagContainer, open); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 50 {
+		n := fmt.Sprintf("/app/n%02d", i)
+		if _, err := c.Create(n, []byte(n), 0, acls[i%len(acls)]); err != nil {
+			t.Fatal(err)
+		}
+		if i%5 == 0 || i%5 == 3 {
+			if _, err := c.Set(n, []byte("changed"), -1); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.SetACL(n, acls[(i+1)%len(acls)], -1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := c.Create("/seq/s-", nil, zk.FlagSequence, open); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Create(fmt.Sprintf("/cont/k%02d", i), nil, 0, open); err != nil {
+			t.Fatal(err)
+		}
+		if i%3 == 0 {
+			if err := c.Delete(fmt.Sprintf("/cont/k%02d", i), -1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := live.Create(fmt.Sprintf("/eph/e%02d", i), nil, zk.FlagEphemeral, open); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.CreateTTL("/app/ttl", []byte("t"), zk.FlagTTL, open, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Multi(&zk.CreateRequest{Path: "/app/m", Acl: open}, &zk.SetDataRequest{Path: "/app/m", Data: []byte("m"), Version: 0}); err != nil {
+		t.Fatal(err)
+	}
+	reader, _ := sessionOf(t, addr, 30*time.Second)
+	if err := reader.AddAuth("digest", []byte("super:pw")); err != nil {
+		t.Fatal(err)
+	}
+	want := dumpTree(t, reader)
+	reader.Close()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Wait(); err != nil {
+		t.Fatalf("zkd after SIGTERM: %v\n%s", err, p.out.String())
+	}
+
+	zkDir := filepath.Join(dir, "zookeeper")
+	var out bytes.Buffer
+	if code := run([]string{"export", "-data", data, "-out", filepath.Join(zkDir, "data")}, &out, &out); code != 0 {
+		t.Fatalf("zkd export: exit %d\n%s", code, out.String())
+	}
+	t.Log(strings.TrimSpace(out.String()))
+	ports, err := apachezk.FreePorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zkp, err := apachezk.Launch(apachezk.ServerConfig{Dir: zkDir, ClientAddr: fmt.Sprintf("127.0.0.1:%d", ports[0]), Extra: map[string]string{
+		"extendedTypesEnabled": "true", "DigestAuthenticationProvider.superDigest": super,
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = zkp.Stop() })
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	if err := zkp.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	zr, _ := sessionOf(t, zkp.ClientAddr(), 30*time.Second)
+	if err := zr.AddAuth("digest", []byte("super:pw")); err != nil {
+		t.Fatal(err)
+	}
+	diffTrees(t, dumpTree(t, zr), want)
+}

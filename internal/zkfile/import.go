@@ -1,0 +1,54 @@
+package zkfile
+
+import (
+	"github.com/zkd-io/zkd/znode"
+)
+
+// SessionPassword is the password ZooKeeper gives session id. ZooKeeper keeps no passwords: it
+// derives each from the id, as the first 16 bytes of java.util.Random seeded with the id xor a
+// fixed constant, and checks a reconnecting client's password against that. zkd keeps the same
+// password for an imported session, so its clients reattach after the move.
+func SessionPassword(id int64) []byte {
+	const (
+		secret     = 0xB3415C00
+		multiplier = 0x5DEECE66D
+		mask       = 1<<48 - 1
+	)
+	// java.util.Random: a 48-bit linear congruential generator, as its documentation specifies.
+	seed := (uint64(id^secret) ^ multiplier) & mask
+	next32 := func() uint32 {
+		seed = (seed*multiplier + 0xB) & mask
+		return uint32(seed >> 16)
+	}
+	p := make([]byte, 16)
+	for i := 0; i < len(p); {
+		r := next32()
+		for n := min(len(p)-i, 4); n > 0; n-- {
+			p[i] = byte(r)
+			r >>= 8
+			i++
+		}
+	}
+	return p
+}
+
+// Tree builds a zkd tree of the state at its zxid: every node with its persisted stat, ACL and
+// kind, and every session with its timeout and ZooKeeper's password for it.
+func (s *State) Tree() (*znode.Tree, error) {
+	nodes := make([]znode.RawNode, 0, len(s.Nodes))
+	for p, n := range s.Nodes {
+		session, container, ttl := Owner(n.Stat.EphemeralOwner)
+		nodes = append(nodes, znode.RawNode{
+			Path: p, Data: n.Data, ACL: n.ACL,
+			Czxid: n.Stat.Czxid, Mzxid: n.Stat.Mzxid, Pzxid: n.Stat.Pzxid,
+			Ctime: n.Stat.Ctime, Mtime: n.Stat.Mtime,
+			Version: n.Stat.Version, Cversion: n.Stat.Cversion, Aversion: n.Stat.Aversion,
+			Ephemeral: session, Container: container, TTL: ttl,
+		})
+	}
+	sessions := make([]znode.Session, 0, len(s.Sessions))
+	for id, to := range s.Sessions {
+		sessions = append(sessions, znode.Session{ID: id, Timeout: to, Passwd: SessionPassword(id)})
+	}
+	return znode.ImportTree(s.Zxid, sessions, nodes)
+}

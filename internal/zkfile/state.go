@@ -1,0 +1,317 @@
+package zkfile
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/zkd-io/zkd/jute"
+)
+
+// Node is one znode of a rebuilt tree.
+type Node struct {
+	Data     []byte
+	ACL      []jute.ACL // nil for ZooKeeper's unnamed open ACL (reference -1 in a snapshot)
+	Stat     Stat
+	Children map[string]struct{} // child names
+}
+
+// State is the data a ZooKeeper server loads: a snapshot with the logged transactions after it
+// applied exactly as ZooKeeper applies them on start.
+type State struct {
+	// Zxid is the last transaction applied (the snapshot's zxid when no log follows it).
+	Zxid int64
+	// Nodes maps each path to its node; the root is "/".
+	Nodes map[string]*Node
+	// Sessions maps each live session to its timeout in milliseconds.
+	Sessions map[int64]int32
+}
+
+// Container and TTL nodes are marked by special ephemeral owners.
+const (
+	containerOwner = int64(-1 << 63)
+	ttlMarker      = 0xFF
+)
+
+// Owner classifies an ephemeral owner as ZooKeeper does with extended types enabled.
+func Owner(owner int64) (session int64, container bool, ttl int64) {
+	switch {
+	case owner == containerOwner:
+		return 0, true, 0
+	case uint64(owner)>>56 == ttlMarker:
+		return 0, false, owner & (1<<56 - 1)
+	}
+	return owner, false, 0
+}
+
+// key maps a path to ZooKeeper's internal key: the root is "".
+func key(path string) string {
+	if path == "/" {
+		return ""
+	}
+	return path
+}
+
+// split returns a path's parent key and its last component.
+func split(path string) (string, string) {
+	i := strings.LastIndexByte(path, '/')
+	if i < 0 {
+		return "", path
+	}
+	return path[:i], path[i+1:]
+}
+
+// tree is the state while it is rebuilt: keys as ZooKeeper keeps them (the root is "").
+type tree struct {
+	nodes      map[string]*Node
+	sessions   map[int64]int32
+	ephemerals map[int64]map[string]struct{}
+	zxid       int64
+}
+
+// FromSnapshot builds the state a snapshot holds.
+func FromSnapshot(s *Snapshot) (*State, error) {
+	t, err := newTree(s)
+	if err != nil {
+		return nil, err
+	}
+	return t.state(), nil
+}
+
+func newTree(s *Snapshot) (*tree, error) {
+	t := &tree{
+		nodes:      make(map[string]*Node, len(s.Nodes)),
+		sessions:   maps.Clone(s.Sessions),
+		ephemerals: make(map[int64]map[string]struct{}),
+		zxid:       s.Zxid,
+	}
+	for _, sn := range s.Nodes {
+		n := &Node{Data: sn.Data, Stat: sn.Stat, Children: map[string]struct{}{}}
+		if sn.ACL != OpenACL {
+			n.ACL = s.ACLs[sn.ACL]
+		}
+		if _, dup := t.nodes[sn.Path]; dup {
+			return nil, fmt.Errorf("snapshot holds %q twice", sn.Path)
+		}
+		if sn.Path != "" {
+			if sn.Path[0] != '/' {
+				return nil, fmt.Errorf("snapshot holds a node with a bad path %q", sn.Path)
+			}
+			parent, name := split(sn.Path)
+			p := t.nodes[parent]
+			if p == nil {
+				return nil, fmt.Errorf("snapshot holds %q before its parent", sn.Path)
+			}
+			p.Children[name] = struct{}{}
+		}
+		t.nodes[sn.Path] = n
+		t.addEphemeral(sn.Path, sn.Stat.EphemeralOwner)
+	}
+	if t.nodes[""] == nil {
+		return nil, errors.New("snapshot has no root node")
+	}
+	return t, nil
+}
+
+func (t *tree) addEphemeral(path string, owner int64) {
+	if s, _, _ := Owner(owner); s != 0 {
+		set := t.ephemerals[s]
+		if set == nil {
+			set = make(map[string]struct{})
+			t.ephemerals[s] = set
+		}
+		set[path] = struct{}{}
+	}
+}
+
+func (t *tree) state() *State {
+	st := &State{Zxid: t.zxid, Nodes: make(map[string]*Node, len(t.nodes)), Sessions: t.sessions}
+	for k, n := range t.nodes {
+		if k == "" {
+			k = "/"
+		}
+		st.Nodes[k] = n
+	}
+	return st
+}
+
+// Paths returns the state's paths in sorted order.
+func (s *State) Paths() []string {
+	return slices.Sorted(maps.Keys(s.Nodes))
+}
+
+// Ephemerals returns the paths session owns, sorted.
+func (s *State) Ephemerals(session int64) []string {
+	var out []string
+	for p, n := range s.Nodes {
+		if o, _, _ := Owner(n.Stat.EphemeralOwner); o == session && o != 0 {
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// errNoNode and errNodeExists are what ZooKeeper's tree reports while replaying; like ZooKeeper,
+// replay records them and goes on (a fuzzy snapshot may already hold a change).
+var (
+	errNoNode     = errors.New("no node")
+	errNodeExists = errors.New("node exists")
+)
+
+// apply applies one logged transaction as ZooKeeper does when it loads its logs.
+func (t *tree) apply(x *Txn) {
+	h := x.Header
+	switch h.Type {
+	case jute.OpCreateSession:
+		t.sessions[h.ClientID] = x.Op.Timeout
+	case jute.OpCloseSession:
+		delete(t.sessions, h.ClientID)
+	}
+	err := t.applyOp(h, &x.Op)
+	if h.Type == jute.OpCreate && errors.Is(err, errNodeExists) {
+		// The node was in the fuzzy snapshot already: bring the parent's cversion and pzxid up.
+		parent, _ := split(x.Op.Path)
+		t.setCversionPzxid(parent, x.Op.ParentCVersion, h.Zxid)
+	}
+	t.zxid = h.Zxid
+}
+
+func (t *tree) applyOp(h TxnHeader, op *Op) error {
+	switch op.Type {
+	case jute.OpCreate, jute.OpCreate2:
+		owner := int64(0)
+		if op.Ephemeral {
+			owner = h.ClientID
+		}
+		return t.create(op, owner, h)
+	case jute.OpCreateTTL:
+		return t.create(op, ttlOwner(op.TTL), h)
+	case jute.OpCreateContainer:
+		return t.create(op, containerOwner, h)
+	case jute.OpDelete, jute.OpDeleteContainer:
+		return t.delete(op.Path, h.Zxid)
+	case jute.OpSetData, jute.OpReconfig:
+		n := t.nodes[key(op.Path)]
+		if n == nil {
+			return errNoNode
+		}
+		n.Data, n.Stat.Mtime, n.Stat.Mzxid, n.Stat.Version = op.Data, h.Time, h.Zxid, op.Version
+	case jute.OpSetACL:
+		n := t.nodes[key(op.Path)]
+		if n == nil {
+			return errNoNode
+		}
+		n.Stat.Aversion, n.ACL = op.Version, op.ACL
+	case jute.OpCloseSession:
+		local := t.ephemerals[h.ClientID]
+		delete(t.ephemerals, h.ClientID)
+		for _, p := range op.Paths {
+			_ = t.delete(p, h.Zxid)
+			delete(local, p)
+		}
+		for _, p := range slices.Sorted(maps.Keys(local)) {
+			_ = t.delete(p, h.Zxid)
+		}
+	case jute.OpMulti:
+		failed := slices.ContainsFunc(op.Multi, func(s Op) bool { return s.Type == jute.OpError })
+		if failed {
+			return nil // every operation of a failed multi is an error record: nothing changes
+		}
+		var first error
+		for i := range op.Multi {
+			sh := h
+			sh.Type = op.Multi[i].Type
+			if err := t.applyOp(sh, &op.Multi[i]); err != nil && first == nil {
+				first = err
+			}
+		}
+		return first
+	}
+	return nil
+}
+
+func (t *tree) create(op *Op, owner int64, h TxnHeader) error {
+	parentKey, name := split(op.Path)
+	parent := t.nodes[parentKey]
+	if parent == nil {
+		return errNoNode
+	}
+	if existing := t.nodes[op.Path]; existing != nil {
+		existing.ACL = op.ACL // ZooKeeper replaces the ACL even then
+		return errNodeExists
+	}
+	cv := op.ParentCVersion
+	if cv == -1 {
+		cv = parent.Stat.Cversion + 1
+	}
+	if cv > parent.Stat.Cversion {
+		parent.Stat.Cversion, parent.Stat.Pzxid = cv, h.Zxid
+	}
+	parent.Children[name] = struct{}{}
+	t.nodes[op.Path] = &Node{
+		Data:     op.Data,
+		ACL:      op.ACL,
+		Children: map[string]struct{}{},
+		Stat: Stat{Czxid: h.Zxid, Mzxid: h.Zxid, Pzxid: h.Zxid, Ctime: h.Time, Mtime: h.Time,
+			EphemeralOwner: owner},
+	}
+	t.addEphemeral(op.Path, owner)
+	return nil
+}
+
+func (t *tree) delete(path string, zxid int64) error {
+	parentKey, name := split(path)
+	parent := t.nodes[parentKey]
+	if parent == nil {
+		return errNoNode
+	}
+	delete(parent.Children, name)
+	if zxid > parent.Stat.Pzxid {
+		parent.Stat.Pzxid = zxid
+	}
+	n := t.nodes[path]
+	if n == nil {
+		return errNoNode
+	}
+	delete(t.nodes, path)
+	if s, _, _ := Owner(n.Stat.EphemeralOwner); s != 0 {
+		delete(t.ephemerals[s], path)
+	}
+	return nil
+}
+
+func (t *tree) setCversionPzxid(path string, cv int32, zxid int64) {
+	n := t.nodes[path]
+	if n == nil {
+		return
+	}
+	if cv == -1 {
+		cv = n.Stat.Cversion + 1
+	}
+	if cv > n.Stat.Cversion {
+		n.Stat.Cversion, n.Stat.Pzxid = cv, zxid
+	}
+}
+
+// ttlOwner is the ephemeral owner ZooKeeper stores for a TTL node: 0xFF in the top byte, the
+// TTL in milliseconds below it.
+func ttlOwner(ttl int64) int64 {
+	return int64(uint64(ttlMarker)<<56 | uint64(ttl)&(1<<56-1))
+}
+
+// ClientStat is the node's Stat as ZooKeeper shows it to clients, which differs from what it
+// persists in two ways: the cversion a client sees is twice the persisted one less the number
+// of children (ZooKeeper persists a count that only creates raise, and derives from it a
+// cversion that deletes raise too), and containers and TTL nodes show no ephemeral owner.
+func (n *Node) ClientStat() jute.Stat {
+	owner, _, _ := Owner(n.Stat.EphemeralOwner)
+	kids := int32(len(n.Children))
+	return jute.Stat{
+		Czxid: n.Stat.Czxid, Mzxid: n.Stat.Mzxid, Ctime: n.Stat.Ctime, Mtime: n.Stat.Mtime,
+		Version: n.Stat.Version, Cversion: n.Stat.Cversion*2 - kids, Aversion: n.Stat.Aversion,
+		EphemeralOwner: owner, DataLength: int32(len(n.Data)), NumChildren: kids, Pzxid: n.Stat.Pzxid,
+	}
+}

@@ -1,0 +1,325 @@
+package zkfile
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/zkd-io/zkd/internal/apachezk"
+	"github.com/zkd-io/zkd/znode"
+)
+
+// These tests run a real Apache ZooKeeper, put every kind of transaction through it with
+// snapshots and logs rolling over, and check that Load rebuilds exactly the tree ZooKeeper
+// itself serves after a restart on the same files.
+
+type quietLogger struct{}
+
+func (quietLogger) Printf(string, ...any) {}
+
+func needZooKeeper(t *testing.T) {
+	t.Helper()
+	if err := apachezk.Installed(); err != nil {
+		t.Skipf("real ZooKeeper is not installed: %v", err)
+	}
+}
+
+func connect(t *testing.T, addr string) *zk.Conn {
+	t.Helper()
+	c, events, err := zk.Connect([]string{addr}, 20*time.Second, zk.WithLogInfo(false), zk.WithLogger(quietLogger{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	for {
+		select {
+		case ev := <-events:
+			if ev.State == zk.StateHasSession {
+				return c
+			}
+		case <-ctx.Done():
+			t.Fatalf("no session with %s: %v", addr, ctx.Err())
+		}
+	}
+}
+
+// startZooKeeper launches a standalone ZooKeeper in dir with extra zoo.cfg keys and waits for it.
+func startZooKeeper(t *testing.T, dir string, extra map[string]string) *apachezk.Process {
+	t.Helper()
+	for attempt := 0; ; attempt++ {
+		ports, err := apachezk.FreePorts(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := apachezk.Launch(apachezk.ServerConfig{Dir: dir, ClientAddr: fmt.Sprintf("127.0.0.1:%d", ports[0]), Extra: extra})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = p.Stop() })
+		ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+		err = p.WaitReady(ctx)
+		cancel()
+		var exit *apachezk.ExitError
+		if errors.As(err, &exit) && attempt < 3 {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+}
+
+// workload puts every transaction kind ZooKeeper logs through c: creates of every mode,
+// setData, setACL with every scheme, deletes, successful and failed multis, sessions that end
+// (deleting their ephemerals) and one (keep) that stays open with its ephemerals.
+func workload(t *testing.T, addr string, rounds int) (keep *zk.Conn) {
+	c := connect(t, addr)
+	keep = connect(t, addr)
+	ok := func(_ any, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	open := zk.WorldACL(zk.PermAll)
+	if err := c.AddAuth("digest", []byte("alice:secret")); err != nil {
+		t.Fatal(err)
+	}
+	acls := [][]zk.ACL{
+		open,
+		zk.WorldACL(zk.PermRead),
+		zk.DigestACL(zk.PermAll, "bob", "pw"),
+		{{Perms: zk.PermAll, Scheme: "auth", ID: ""}},
+		{{Perms: zk.PermRead | zk.PermWrite, Scheme: "ip", ID: "127.0.0.1"}, {Perms: zk.PermAll, Scheme: "digest", ID: "alice:abc"}},
+	}
+	for _, p := range []string{"/app", "/seq", "/eph", "/multi"} {
+		ok(c.Create(p, []byte(p), 0, open))
+	}
+	ok(c.CreateContainer("/cont", nil, zk.FlagContainer, open))
+	for r := range rounds {
+		n := fmt.Sprintf("/app/n%03d", r)
+		ok(c.Create(n, bytes.Repeat([]byte{byte(r)}, r%7*10), 0, acls[r%len(acls)]))
+		if r%len(acls) != 1 && r%len(acls) != 2 { // writable by c
+			ok(c.Set(n, []byte(fmt.Sprintf("v%d", r)), -1))
+			ok(c.Set(n, []byte(fmt.Sprintf("v%d again", r)), 1))
+		}
+		ok(c.Create("/seq/s-", []byte{byte(r)}, zk.FlagSequence, open))
+		ok(c.Create(fmt.Sprintf("/cont/c%03d", r), nil, 0, open))
+		ok(c.CreateTTL(fmt.Sprintf("/app/ttl%03d", r), []byte("t"), zk.FlagTTL, open, time.Duration(r+1)*time.Hour))
+		if k := r % len(acls); r%3 == 0 && (k == 0 || k == 3) { // ADMIN for c
+			ok(c.SetACL(n, acls[(k+1)%len(acls)], -1))
+		}
+		if r%4 == 0 && r > 0 {
+			if err := c.Delete(fmt.Sprintf("/app/n%03d", r-1), -1); err != nil && !errors.Is(err, zk.ErrNoAuth) {
+				t.Fatal(err)
+			}
+			if err := c.Delete(fmt.Sprintf("/cont/c%03d", r-1), -1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ok(keep.Create(fmt.Sprintf("/eph/keep%03d", r), []byte("k"), zk.FlagEphemeral, open))
+		ok(keep.Create("/eph/keepseq-", nil, zk.FlagEphemeralSequential, open))
+		if r%10 == 0 {
+			// A session that ends: its ephemerals go with it (a closeSession transaction).
+			s := connect(t, addr)
+			ok(s.Create(fmt.Sprintf("/eph/gone%03d", r), nil, zk.FlagEphemeral, open))
+			s.Close()
+		}
+		m := fmt.Sprintf("/multi/m%03d", r)
+		ok(c.Multi(
+			&zk.CreateRequest{Path: m, Data: []byte("m"), Acl: open},
+			&zk.SetDataRequest{Path: m, Data: []byte("m2"), Version: 0},
+			&zk.CheckVersionRequest{Path: m, Version: 1},
+			&zk.CreateRequest{Path: m + "/child", Acl: open, Flags: zk.FlagSequence},
+		))
+		// A multi that fails (a check on a wrong version) is logged as an error transaction.
+		if _, err := c.Multi(
+			&zk.CreateRequest{Path: m + "/never", Acl: open},
+			&zk.CheckVersionRequest{Path: m, Version: 99},
+		); !errors.Is(err, zk.ErrBadVersion) {
+			t.Fatalf("failing multi: %v", err)
+		}
+		if r%5 == 4 {
+			ok(c.Multi(&zk.DeleteRequest{Path: m + "/child" + fmt.Sprintf("%010d", 0), Version: -1}))
+		}
+	}
+	return keep
+}
+
+func saveSeed(t *testing.T, from, dir string) {
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, filepath.Base(from)), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// entry is everything a client can see of one znode.
+type entry struct {
+	Data []byte
+	ACL  []zk.ACL
+	Stat zk.Stat
+}
+
+// dumpLive reads the whole tree through a client.
+func dumpLive(t *testing.T, c *zk.Conn) map[string]entry {
+	out := map[string]entry{}
+	var walk func(p string)
+	walk = func(p string) {
+		data, st, err := c.Get(p)
+		if err != nil {
+			t.Fatalf("get %s: %v", p, err)
+		}
+		acl, _, err := c.GetACL(p)
+		if err != nil {
+			t.Fatalf("getACL %s: %v", p, err)
+		}
+		out[p] = entry{Data: data, ACL: acl, Stat: *st}
+		kids, _, err := c.Children(p)
+		if err != nil {
+			t.Fatalf("children %s: %v", p, err)
+		}
+		slices.Sort(kids)
+		for _, k := range kids {
+			walk(path.Join(p, k))
+		}
+	}
+	walk("/")
+	return out
+}
+
+// dumpState is dumpLive's view of a loaded State.
+func dumpState(s *State) map[string]entry {
+	out := map[string]entry{}
+	for p, n := range s.Nodes {
+		acl := make([]zk.ACL, 0, len(n.ACL))
+		for _, a := range n.ACL {
+			acl = append(acl, zk.ACL{Perms: a.Perms, Scheme: a.ID.Scheme, ID: a.ID.ID})
+		}
+		if n.ACL == nil {
+			acl = zk.WorldACL(zk.PermAll)
+		}
+		cs := n.ClientStat()
+		e := entry{Data: n.Data, ACL: acl, Stat: zk.Stat{
+			Czxid: cs.Czxid, Mzxid: cs.Mzxid, Ctime: cs.Ctime, Mtime: cs.Mtime, Version: cs.Version,
+			Cversion: cs.Cversion, Aversion: cs.Aversion, EphemeralOwner: cs.EphemeralOwner,
+			DataLength: cs.DataLength, NumChildren: cs.NumChildren, Pzxid: cs.Pzxid,
+		}}
+		out[p] = e
+	}
+	return out
+}
+
+func diff(t *testing.T, what string, got, want map[string]entry) {
+	t.Helper()
+	var bad []string
+	for p, w := range want {
+		g, ok := got[p]
+		switch {
+		case !ok:
+			bad = append(bad, "missing "+p)
+		case !bytes.Equal(g.Data, w.Data):
+			bad = append(bad, fmt.Sprintf("%s data %q, want %q", p, g.Data, w.Data))
+		case !slices.Equal(g.ACL, w.ACL):
+			bad = append(bad, fmt.Sprintf("%s ACL %v, want %v", p, g.ACL, w.ACL))
+		case g.Stat != w.Stat:
+			bad = append(bad, fmt.Sprintf("%s stat %+v, want %+v", p, g.Stat, w.Stat))
+		}
+	}
+	for p := range got {
+		if _, ok := want[p]; !ok {
+			bad = append(bad, "extra "+p)
+		}
+	}
+	if len(bad) > 0 {
+		slices.Sort(bad)
+		if len(bad) > 20 {
+			bad = append(bad[:20], fmt.Sprintf("... %d more", len(bad)-20))
+		}
+		t.Errorf("%s: %d differences from ZooKeeper:\n%s", what, len(bad), strings.Join(bad, "\n"))
+	}
+}
+
+// The tree loaded from ZooKeeper's files equals the tree ZooKeeper serves, before it stops and
+// after it restarts on the same files, with every snapshot compression ZooKeeper offers.
+func TestLoadMatchesZooKeeper(t *testing.T) {
+	needZooKeeper(t)
+	for _, comp := range []string{"", "gz", "snappy"} {
+		t.Run("compression="+comp, func(t *testing.T) {
+			dir := t.TempDir()
+			extra := map[string]string{
+				"extendedTypesEnabled": "true",
+				"snapCount":            "40", // a snapshot, and a new log, every 20 to 40 transactions
+				"preAllocSize":         "16", // KiB of zero padding after each log's end
+				// The reader authenticates as super, so that it reads every node and ACL.
+				"DigestAuthenticationProvider.superDigest": znode.DigestID("super", "pw"),
+			}
+			if comp != "" {
+				extra["snapshot.compression.method"] = comp
+			}
+			zkp := startZooKeeper(t, dir, extra)
+			keep := workload(t, zkp.ClientAddr(), 60)
+			reader := connect(t, zkp.ClientAddr())
+			if err := reader.AddAuth("digest", []byte("super:pw")); err != nil {
+				t.Fatal(err)
+			}
+			before := dumpLive(t, reader)
+			sessions := []int64{keep.SessionID(), reader.SessionID()}
+			if err := zkp.Stop(); err != nil {
+				t.Fatal(err)
+			}
+
+			st, rep, err := Load(dir+"/data", dir+"/txnlog")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if keep := os.Getenv("ZKFILE_SEEDS"); keep != "" && comp == "" {
+				// Refreshes the fuzz seeds in testdata from a real ZooKeeper's files.
+				saveSeed(t, rep.Snapshot, filepath.Join(keep, "snapshot"))
+				saveSeed(t, rep.Logs[0], filepath.Join(keep, "log"))
+			}
+			t.Logf("loaded %s and %d logs (%d transactions after it); %d nodes, %d sessions",
+				rep.Snapshot, len(rep.Logs), rep.Txns, len(st.Nodes), len(st.Sessions))
+			if comp != "" && !strings.HasSuffix(rep.Snapshot, "."+comp) {
+				t.Errorf("snapshot %s is not %s-compressed", rep.Snapshot, comp)
+			}
+			if len(rep.Logs) < 2 || rep.Txns == 0 {
+				t.Errorf("want the snapshot followed by transactions from several logs: %+v", rep)
+			}
+			diff(t, "state vs the tree before the stop", dumpState(st), before)
+			for _, s := range sessions {
+				if _, ok := st.Sessions[s]; !ok {
+					t.Errorf("open session %#x missing from the loaded sessions", s)
+				}
+			}
+			if got := len(st.Ephemerals(keep.SessionID())); got != 120 {
+				t.Errorf("the open session owns %d ephemerals, want 120", got)
+			}
+
+			zkp2 := startZooKeeper(t, dir, extra)
+			reader2 := connect(t, zkp2.ClientAddr())
+			if err := reader2.AddAuth("digest", []byte("super:pw")); err != nil {
+				t.Fatal(err)
+			}
+			diff(t, "state vs ZooKeeper restarted on the same files", dumpState(st), dumpLive(t, reader2))
+		})
+	}
+}
