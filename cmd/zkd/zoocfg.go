@@ -26,6 +26,8 @@ type settings struct {
 	adminExplicit bool
 	// ignored lists keys zkd accepts but does not use.
 	ignored []string
+	// clientTLS holds the client-port TLS keys (zoocfg_tls.go).
+	clientTLS clientTLS
 }
 
 // defaultSettings is `zkd` with no arguments: a standalone durable server on port 2181 with its
@@ -266,6 +268,10 @@ func parseZooCfg(r io.Reader, log *slog.Logger) (settings, error) {
 			if cfg.ReconfigEnabled, err = boolValue(key, v); err != nil {
 				return st, err
 			}
+		case isClientTLSKey(k, v):
+			if err := st.clientTLS.set(key, k, v); err != nil {
+				return st, err
+			}
 		case k == "DigestAuthenticationProvider.superDigest":
 			cfg.SuperDigest = v
 		case k == "jute.maxbuffer":
@@ -384,10 +390,13 @@ func parseZooCfg(r io.Reader, log *slog.Logger) (settings, error) {
 			cfg.Peers = nil
 		}
 	}
-	if clientPort == "" {
-		return st, errors.New("zoo.cfg: clientPort is required (or a ;clientPort in this server's server.N line)")
+	if clientPort == "" && (st.clientTLS.securePort == "" || st.clientTLS.securePort == "0") {
+		return st, errors.New("zoo.cfg: clientPort is required (or a ;clientPort in this server's server.N line, or secureClientPort)")
 	}
 	cfg.Addr = net.JoinHostPort(clientAddr, clientPort)
+	if err := st.finishClientTLS(clientPort, log); err != nil {
+		return st, err
+	}
 	cfg.AdminAddr = ""
 	if adminEnabled {
 		cfg.AdminAddr = net.JoinHostPort(adminAddr, adminPort)

@@ -92,6 +92,9 @@ type Settings struct {
 	// address it connects from. ZooKeeper does so on the quorum port only, so Parse sets it from
 	// hostnameVerification for the "ssl.quorum." prefix.
 	ClientHostnameVerification bool
+	// AuthProvider is the auth scheme a verified certificate authenticates with (ZooKeeper's
+	// ssl.authProvider). Empty means "x509".
+	AuthProvider string
 	// HandshakeTimeout bounds a server-side handshake (handshakeDetectionTimeoutMillis). Zero
 	// means the caller's own timeout.
 	HandshakeTimeout time.Duration
@@ -115,7 +118,8 @@ var knownKeys = []string{
 	"keyStore.location", "keyStore.password", "keyStore.passwordPath", "keyStore.type",
 	"trustStore.location", "trustStore.password", "trustStore.passwordPath", "trustStore.type",
 	"clientAuth", "protocol", "enabledProtocols", "ciphersuites", "hostnameVerification",
-	"crl", "ocsp", "handshakeDetectionTimeoutMillis", "sslProvider",
+	"clientHostnameVerification", "crl", "ocsp", "handshakeDetectionTimeoutMillis", "sslProvider",
+	"authProvider", "context.supplier.class",
 }
 
 // Parse reads the TLS settings under prefix ("ssl." for the client port, "ssl.quorum." for the
@@ -127,6 +131,7 @@ func Parse(props map[string]string, prefix string) (Settings, error) {
 	set := Settings{Prefix: prefix, HostnameVerification: true}
 	protocol := ""
 	var enabled []string
+	clientHostname := ""
 	for rawKey, v := range props {
 		k := strings.TrimPrefix(rawKey, "zookeeper.")
 		name, ok := strings.CutPrefix(k, prefix)
@@ -194,6 +199,17 @@ func Parse(props map[string]string, prefix string) (Settings, error) {
 			if set.HostnameVerification, err = parseBool(v); err != nil {
 				return set, bad(err)
 			}
+		case "clientHostnameVerification":
+			if _, err := parseBool(v); err != nil {
+				return set, bad(err)
+			}
+			clientHostname = v
+		case "authProvider":
+			set.AuthProvider = v
+		case "context.supplier.class":
+			if v != "" {
+				return set, bad(errors.New("zkd cannot load Java classes; configure the stores with the keyStore and trustStore keys"))
+			}
 		case "crl", "ocsp":
 			on, err := parseBool(v)
 			if err != nil {
@@ -215,9 +231,13 @@ func Parse(props map[string]string, prefix string) (Settings, error) {
 			return set, bad(fmt.Errorf("unknown TLS setting (zkd knows %s%s)", prefix, strings.Join(knownKeys, ", "+prefix)))
 		}
 	}
-	if prefix == "ssl.quorum." {
-		set.ClientHostnameVerification = set.HostnameVerification
+	// ZooKeeper checks clients' host names on the quorum port only, unless
+	// clientHostnameVerification says otherwise; it never does without hostnameVerification.
+	set.ClientHostnameVerification = prefix == "ssl.quorum."
+	if clientHostname != "" {
+		set.ClientHostnameVerification, _ = parseBool(clientHostname)
 	}
+	set.ClientHostnameVerification = set.ClientHostnameVerification && set.HostnameVerification
 	set.MinVersion, set.MaxVersion = versionRange(protocol, enabled)
 	return set, nil
 }
