@@ -202,12 +202,9 @@ func loadTrustStore(st Store, data []byte) (*x509.CertPool, error) {
 	case StorePKCS12:
 		certs, err = pkcs12.DecodeTrustStore(data, st.Password)
 		if err != nil && !errors.Is(err, pkcs12.ErrIncorrectPassword) {
-			// Not a Java trust store (certificates without Java's trust attribute, as openssl
-			// writes them): take the certificates it holds.
-			var chainErr error
-			certs, chainErr = pkcs12CertsOnly(data, st.Password)
-			if chainErr == nil {
-				err = nil
+			// Not a Java trust store: a key store used as one (Java trusts its certificates).
+			if _, leaf, cas, chainErr := pkcs12.DecodeChain(data, st.Password); chainErr == nil {
+				certs, err = append([]*x509.Certificate{leaf}, cas...), nil
 			}
 		}
 	case StoreJKS:
@@ -224,26 +221,6 @@ func loadTrustStore(st Store, data []byte) (*x509.CertPool, error) {
 		pool.AddCert(c)
 	}
 	return pool, nil
-}
-
-// pkcs12CertsOnly returns the certificates of a PKCS12 file that is not a Java trust store.
-func pkcs12CertsOnly(data []byte, password string) ([]*x509.Certificate, error) {
-	blocks, err := pkcs12.ToPEM(data, password)
-	if err != nil {
-		return nil, err
-	}
-	var certs []*x509.Certificate
-	for _, b := range blocks {
-		if b.Type != "CERTIFICATE" {
-			continue
-		}
-		c, err := x509.ParseCertificate(b.Bytes)
-		if err != nil {
-			return nil, err
-		}
-		certs = append(certs, c)
-	}
-	return certs, nil
 }
 
 // jksTrustStore returns a Java KeyStore's trusted certificates and, as Java's trust managers
