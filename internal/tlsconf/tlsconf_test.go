@@ -427,3 +427,43 @@ func TestSystemRootsWithoutTrustStore(t *testing.T) {
 		t.Fatal("a client with the system's roots trusted a test CA")
 	}
 }
+
+// TestClientHostnameVerification checks the quorum-style check of a client's certificate
+// against the address it connects from (ssl.quorum.hostnameVerification, or
+// ssl.clientHostnameVerification on the client port).
+func TestClientHostnameVerification(t *testing.T) {
+	ca := tlstest.NewCA(t, "test CA")
+	srv := ca.Issue(t, tlstest.Localhost("server"))
+	dir := t.TempDir()
+	srv.WritePEM(t, filepath.Join(dir, "key.pem"))
+	ca.WritePEM(t, filepath.Join(dir, "trust.pem"))
+	props := map[string]string{
+		"ssl.quorum.keyStore.location":   filepath.Join(dir, "key.pem"),
+		"ssl.quorum.trustStore.location": filepath.Join(dir, "trust.pem"),
+	}
+	server := source(t, props, "ssl.quorum.")
+	named := ca.Issue(t, tlstest.Options{Subject: pkix.Name{CommonName: "peer"}, IPs: []net.IP{net.IPv4(127, 0, 0, 1)}})
+	elsewhere := ca.Issue(t, tlstest.Options{Subject: pkix.Name{CommonName: "peer"}, DNSNames: []string{"elsewhere.example"}})
+	for name, tt := range map[string]struct {
+		leaf *tlstest.Leaf
+		ok   bool
+	}{"naming 127.0.0.1": {named, true}, "naming elsewhere.example": {elsewhere, false}} {
+		cdir := t.TempDir()
+		tt.leaf.WritePEM(t, filepath.Join(cdir, "key.pem"))
+		client := source(t, map[string]string{"ssl.quorum.keyStore.location": filepath.Join(cdir, "key.pem"),
+			"ssl.quorum.trustStore.location": filepath.Join(dir, "trust.pem")}, "ssl.quorum.")
+		_, serr, _ := handshake(t, server.ServerConfig(), client.ClientConfig("localhost"))
+		if (serr == nil) != tt.ok {
+			t.Errorf("client certificate %s: server error %v", name, serr)
+		}
+	}
+	// The client port checks no client names unless asked to.
+	p := map[string]string{"ssl.keyStore.location": props["ssl.quorum.keyStore.location"], "ssl.trustStore.location": props["ssl.quorum.trustStore.location"]}
+	if set, err := tlsconf.Parse(p, "ssl."); err != nil || set.ClientHostnameVerification {
+		t.Errorf("ssl. prefix: ClientHostnameVerification %v, %v; want false", set.ClientHostnameVerification, err)
+	}
+	p["ssl.clientHostnameVerification"] = "true"
+	if set, err := tlsconf.Parse(p, "ssl."); err != nil || !set.ClientHostnameVerification {
+		t.Errorf("ssl.clientHostnameVerification=true: %v, %v", set.ClientHostnameVerification, err)
+	}
+}
