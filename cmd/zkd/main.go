@@ -111,6 +111,7 @@ Flags:
 	}
 	if *addr != "" {
 		st.cfg.Addr = *addr
+		st.cfg.NoPlainListener = false // -addr asks for a plain port even beside a TLS-only zoo.cfg
 	}
 	switch *admin {
 	case "":
