@@ -309,6 +309,13 @@ func TestTLSRefusesBadCertificates(t *testing.T) {
 		}
 		mustTLSSession(t, tg.secure, p.clientTLS(t, good))
 	})
+	// clientAuth=want verifies a certificate that is given.
+	forTLSTargets(t, p.props(map[string]string{"ssl.clientAuth": "want"}), func(t *testing.T, tg tlsTarget) {
+		if r, err := tlsSession(tg.secure, p.clientTLS(t, stranger)); err == nil {
+			_ = r.Close()
+			t.Error("clientAuth=want accepted a client certificate of an unknown CA")
+		}
+	})
 
 	// A server certificate for another name.
 	wrong := newPKI(t)
