@@ -56,6 +56,7 @@ func (c *conn) startTLS() bool {
 	}
 	tc := tls.Server(&bufferedConn{Conn: c.raw, r: c.br}, s.cfg.TLS)
 	if err := tc.Handshake(); err != nil {
+		s.m.tlsFailed.Inc()
 		if !c.isClosed() {
 			s.tlsLog.log(s.log, "tls handshake failed; connection closed", "remote", c.remote, "err", err)
 		}

@@ -344,6 +344,10 @@ func TestTLSPlaintextClientRefused(t *testing.T) {
 				t.Fatal("a plaintext four-letter word on the secure port was answered")
 			}
 		}
+		if out, err := apachezk.FourLetterWord(t.Context(), tg.plain, "mntr"); err != nil || !strings.Contains(out, "zk_unsuccessful_handshake\t") ||
+			strings.Contains(out, "zk_unsuccessful_handshake\t0\n") {
+			t.Errorf("mntr after refused handshakes: %v\n%s\nwant a non-zero zk_unsuccessful_handshake", err, out)
+		}
 		r := mustTLSSession(t, tg.secure, p.clientTLS(t, leaf))
 		if err := createACL(r, "/after", []jute.ACL{{Perms: jute.PermAll, ID: jute.Id{Scheme: "world", ID: "anyone"}}}); err != nil {
 			t.Fatalf("after refusing plaintext clients: %v", err)
