@@ -466,3 +466,22 @@ func TestTLSCertificateReload(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+func TestTLSConfigValidate(t *testing.T) {
+	tlsCfg := &tls.Config{}
+	for name, c := range map[string]server.Config{
+		"SecureAddr without TLS":         {SecureAddr: "127.0.0.1:0"},
+		"PortUnification without TLS":    {PortUnification: true},
+		"NoPlainListener without secure": {NoPlainListener: true, TLS: tlsCfg},
+		"NoPlainListener with Addr":      {NoPlainListener: true, Addr: "127.0.0.1:0", TLS: tlsCfg, SecureAddr: "127.0.0.1:0"},
+		"PortUnification without a port": {NoPlainListener: true, PortUnification: true, TLS: tlsCfg, SecureAddr: "127.0.0.1:0"},
+	} {
+		if err := c.Validate(); err == nil {
+			t.Errorf("%s: Validate accepted %+v", name, c)
+		}
+	}
+	ok := server.Config{NoPlainListener: true, TLS: tlsCfg, SecureAddr: "127.0.0.1:0"}
+	if err := ok.Validate(); err != nil {
+		t.Errorf("a TLS-only config: %v", err)
+	}
+}

@@ -467,3 +467,41 @@ func TestClientHostnameVerification(t *testing.T) {
 		t.Errorf("ssl.clientHostnameVerification=true: %v, %v", set.ClientHostnameVerification, err)
 	}
 }
+
+// TestReloadTrustStore rotates the CA a server trusts: clients of the new CA are served from the
+// next handshake on, clients of the old one no longer.
+func TestReloadTrustStore(t *testing.T) {
+	oldCA, newCA := tlstest.NewCA(t, "old CA"), tlstest.NewCA(t, "new CA")
+	dir := t.TempDir()
+	oldCA.Issue(t, tlstest.Localhost("server")).WritePEM(t, filepath.Join(dir, "key.pem"))
+	oldCA.WritePEM(t, filepath.Join(dir, "trust.pem"))
+	set, err := tlsconf.Parse(map[string]string{"ssl.keyStore.location": filepath.Join(dir, "key.pem"),
+		"ssl.trustStore.location": filepath.Join(dir, "trust.pem"), "ssl.hostnameVerification": "false"}, "ssl.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	set.ReloadInterval = time.Millisecond
+	server, err := tlsconf.New(set, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := func(ca *tlstest.CA) *tls.Config {
+		cdir := t.TempDir()
+		ca.Issue(t, tlstest.Options{Subject: pkix.Name{CommonName: "client"}}).WritePEM(t, filepath.Join(cdir, "key.pem"))
+		oldCA.WritePEM(t, filepath.Join(cdir, "trust.pem")) // the server keeps its old certificate
+		return source(t, map[string]string{"ssl.keyStore.location": filepath.Join(cdir, "key.pem"),
+			"ssl.trustStore.location": filepath.Join(cdir, "trust.pem")}, "ssl.").ClientConfig("localhost")
+	}
+	oldClient, newClient := client(oldCA), client(newCA)
+	if _, serr, _ := handshake(t, server.ServerConfig(), newClient); serr == nil {
+		t.Fatal("a client of the new CA was served before the trust store changed")
+	}
+	newCA.WritePEM(t, filepath.Join(dir, "trust.pem"))
+	time.Sleep(2 * time.Millisecond) // past the reload interval, which is the thing under test
+	if _, serr, _ := handshake(t, server.ServerConfig(), newClient); serr != nil {
+		t.Fatalf("a client of the new CA after the trust store changed: %v", serr)
+	}
+	if _, serr, _ := handshake(t, server.ServerConfig(), oldClient); serr == nil {
+		t.Fatal("a client of the old CA was still served after the trust store changed")
+	}
+}
