@@ -505,3 +505,27 @@ func TestReloadTrustStore(t *testing.T) {
 		t.Fatal("a client of the old CA was still served after the trust store changed")
 	}
 }
+
+func TestProtocolsAndPasswordPath(t *testing.T) {
+	ca := tlstest.NewCA(t, "test CA")
+	dir := t.TempDir()
+	ca.Issue(t, tlstest.Localhost("server")).WritePKCS12(t, filepath.Join(dir, "key.p12"), "from a file")
+	ca.WritePEM(t, filepath.Join(dir, "trust.pem"))
+	if err := os.WriteFile(filepath.Join(dir, "pass"), []byte("from a file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	server := source(t, map[string]string{
+		"ssl.keyStore.location": filepath.Join(dir, "key.p12"), "ssl.keyStore.passwordPath": filepath.Join(dir, "pass"),
+		"ssl.clientAuth": "none", "ssl.enabledProtocols": "TLSv1.3",
+	}, "ssl.")
+	client := source(t, map[string]string{"ssl.trustStore.location": filepath.Join(dir, "trust.pem")}, "ssl.")
+	cs, serr, cerr := handshake(t, server.ServerConfig(), client.ClientConfig("localhost"))
+	if serr != nil || cerr != nil || cs.Version != tls.VersionTLS13 {
+		t.Fatalf("TLS 1.3 client: version %x, %v, %v", cs.Version, serr, cerr)
+	}
+	old := client.ClientConfig("localhost")
+	old.MaxVersion = tls.VersionTLS12
+	if _, serr, _ := handshake(t, server.ServerConfig(), old); serr == nil {
+		t.Fatal("enabledProtocols=TLSv1.3 served a TLS 1.2 client")
+	}
+}
