@@ -47,6 +47,11 @@ const cmdHeaderSize = 18
 // cmdNoTTL is the flag that refuses TTL nodes (extendedTypesEnabled=false).
 const cmdNoTTL int32 = 1
 
+// cmdSASLACL is the flag that accepts the sasl ACL scheme (authProvider.N naming
+// SASLAuthenticationProvider). A server that predates it ignores it and refuses sasl ACLs, so
+// a cluster takes sasl ACLs only once every member runs a release that knows the flag.
+const cmdSASLACL int32 = 2
+
 // errBadCommand marks an entry or proposal that does not decode.
 var errBadCommand = errors.New("consensus: malformed command")
 

@@ -146,7 +146,7 @@ func (f *fsm) applyTxn(zxid int64, c *command) *znode.Result {
 		return &znode.Result{Zxid: zxid, Err: jute.CodeMarshallingError}
 	}
 	txn := znode.Txn{Time: c.time, Session: c.session, Auth: c.auth, Op: c.op, Req: req,
-		Attach: c.attach, Seq: c.aseq, NoTTL: c.flags&cmdNoTTL != 0}
+		Attach: c.attach, Seq: c.aseq, NoTTL: c.flags&cmdNoTTL != 0, SASLACL: c.flags&cmdSASLACL != 0}
 	r := f.tree.Load().Apply(zxid, &txn)
 	if f.sessions != nil && r.Err == nil {
 		switch q := req.(type) {

@@ -17,7 +17,8 @@ import (
 
 func TestCommandRoundTrip(t *testing.T) {
 	c := command{typ: cmdTxn, time: 1700000000123, session: 0x1234, origin: "n1/abc", seq: 99, op: jute.OpSetData,
-		auth: []jute.Id{{Scheme: "ip", ID: "127.0.0.1"}, {Scheme: "digest", ID: "u:x"}}, body: []byte{1, 2, 3}}
+		auth: []jute.Id{{Scheme: "ip", ID: "127.0.0.1"}, {Scheme: "digest", ID: "u:x"}}, body: []byte{1, 2, 3},
+		flags: cmdNoTTL | cmdSASLACL}
 	got, err := unmarshalCommand(c.marshal())
 	if err != nil {
 		t.Fatal(err)

@@ -40,6 +40,8 @@ type Proposal struct {
 	// NoTTL refuses TTL nodes (zoo.cfg extendedTypesEnabled=false): a create of one fails with
 	// Unimplemented when applied.
 	NoTTL bool
+	// SASLACL accepts the sasl scheme in ACLs (zoo.cfg's SASLAuthenticationProvider).
+	SASLACL bool
 }
 
 // Pending is one write on its way, and the only record of it from Start to its outcome. It is
@@ -123,6 +125,9 @@ func (p *Proposal) command() (*command, error) {
 	c := &command{session: p.Session, op: p.Op, auth: p.Auth, body: p.Body, attach: p.Attach, aseq: p.Seq}
 	if p.NoTTL {
 		c.flags |= cmdNoTTL
+	}
+	if p.SASLACL {
+		c.flags |= cmdSASLACL
 	}
 	return c, nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/zkd-io/zkd/consensus"
 	"github.com/zkd-io/zkd/jute"
+	"github.com/zkd-io/zkd/sasl"
 )
 
 // Peer is one voting member of a cluster, as a zoo.cfg server.N line describes it.
@@ -146,6 +147,25 @@ type Config struct {
 	// Empty means no super user.
 	SuperDigest string
 
+	// SASL authenticates clients over SASL (op 102) with DIGEST-MD5 or GSSAPI; a client that
+	// completes it gets the identity sasl:<id>. Nil means SASL is off: a sasl request is
+	// answered AuthFailed and its connection closes. Start does not read a Kerberos keytab;
+	// sasl.Config.CheckKerberos checks it beforehand (the zkd binary does).
+	SASL *sasl.Config
+	// SASLACL accepts the sasl scheme in ACLs, as zoo.cfg's
+	// authProvider.N=org.apache.zookeeper.server.auth.SASLAuthenticationProvider does in
+	// ZooKeeper. False means a sasl ACL entry is InvalidACL.
+	SASLACL bool
+	// SASLSuperUsers are the sasl ids that also get the super identity, which passes every ACL
+	// check (zookeeper.superUser). Empty means none.
+	SASLSuperUsers []string
+	// EnforceAuthSchemes, when not empty, refuses every request but auth and sasl from a
+	// connection that has no identity of one of these schemes: the request is answered
+	// SessionClosedRequireSASLAuth (-124) and the connection closes, as ZooKeeper's
+	// enforce.auth.enabled with enforce.auth.schemes (and sessionRequireClientSASLAuth, which
+	// means the scheme sasl) do. The schemes must be ip, digest, or sasl with SASLACL set.
+	EnforceAuthSchemes []string
+
 	// Logger receives the server's logs. Nil means slog.New(slog.DiscardHandler).
 	Logger *slog.Logger
 
@@ -257,6 +277,15 @@ func (c Config) Validate() error {
 	}
 	if c.SuperDigest != "" && !strings.HasPrefix(c.SuperDigest, "super:") {
 		return errors.New(`server: config: SuperDigest must look like "super:<base64 sha1>"`)
+	}
+	for _, s := range c.EnforceAuthSchemes {
+		switch {
+		case s == "ip" || s == "digest":
+		case s == "sasl" && c.SASLACL:
+		default:
+			// ZooKeeper refuses to start the same way: the scheme has no provider.
+			return fmt.Errorf("server: config: enforced authentication scheme %q is not available", s)
+		}
 	}
 	if c.WithoutRaft && (c.Dir != "" || len(c.Peers) > 0 || c.Join) {
 		return errors.New("server: config: WithoutRaft takes no Dir, Peers or Join")

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/zkd-io/zkd/jute"
+	"github.com/zkd-io/zkd/sasl"
 )
 
 // errClosedByServer is the reason given when the server closes a connection on purpose.
@@ -46,8 +47,11 @@ type conn struct {
 	attach   uint64
 	writeSeq uint64
 	touched  [1]int64 // the reader's argument to Consensus.Touch
-	auth     atomic.Pointer[[]jute.Id]
-	closed   atomic.Bool
+	// saslEx is the connection's SASL exchange once the client sent a sasl request; only the
+	// reader touches it.
+	saslEx sasl.Exchange
+	auth   atomic.Pointer[[]jute.Id]
+	closed atomic.Bool
 	// closingSession is set once the client sent closeSession: the executor answers it and
 	// closes the connection itself, so housekeeping must not drop it (and its reply) first.
 	closingSession atomic.Bool

@@ -11,12 +11,25 @@ import (
 // reply queues a reply for xid and counts it. The reply to the request the executor is timing
 // for the slow-request log is queued with it, so the writer can tell when it left.
 func (c *conn) reply(xid int32, zxid int64, code jute.Code, body jute.Record) {
+	c.replyFrame(xid, zxid, code, body, false)
+}
+
+// replyFrame is reply; errBody keeps the body of an error reply, which only a failed sasl step
+// has: ZooKeeper sends it a null token, and its Java client reads that token to learn that the
+// authentication failed.
+func (c *conn) replyFrame(xid int32, zxid int64, code jute.Code, body jute.Record, errBody bool) {
 	timed := c.timing
 	if timed != nil {
 		timed.answered = time.Since(timed.arrived)
 		c.timing = nil
 	}
-	size, ok := c.out.pushReply(jute.ReplyHeader{Xid: xid, Zxid: zxid, Err: code}, body, timed)
+	var size int
+	var ok bool
+	if errBody {
+		size, ok = c.out.push(timed, &jute.ReplyHeader{Xid: xid, Zxid: zxid, Err: code}, body)
+	} else {
+		size, ok = c.out.pushReply(jute.ReplyHeader{Xid: xid, Zxid: zxid, Err: code}, body, timed)
+	}
 	if !ok {
 		c.abort(errSlowConsumer)
 		return

@@ -35,7 +35,7 @@ func TestSuperDigestPassesACLs(t *testing.T) {
 	if err != nil || len(got) != 1 || got[0].Header.Err != jute.CodeAuthFailed || got[0].Header.Xid != jute.XidAuth {
 		t.Errorf("unknown scheme: %+v, %v; want AuthFailed echoing xid -4, then close", got, err)
 	}
-	// sasl is not supported: a clear AuthFailed, then close.
+	// sasl without a SASL configuration: a clear AuthFailed, then close.
 	sasl := rawSession(t, s.Addr())
 	if err := sasl.Send(7, jute.OpSASL, &jute.GetSASLRequest{Token: []byte("x")}); err != nil {
 		t.Fatal(err)

@@ -28,6 +28,7 @@ type request struct {
 	code      jute.Code
 	fixedBody jute.Record
 	zeroZxid  bool // the reply carries zxid 0 (auth)
+	errBody   bool // an error reply keeps fixedBody (a failed sasl step)
 	// closeAfter ends the connection once this request's reply is queued.
 	closeAfter bool
 	// closeSession marks the closeSession write: its reply is followed by the socket's close.
@@ -49,6 +50,15 @@ func (c *conn) admit(ctx context.Context, frame []byte) bool {
 	hdr, raw, err := jute.PeekRequestHeader(frame)
 	if err != nil {
 		return false // not even a header
+	}
+	if !c.authEnforced(hdr.Type) {
+		// As in ZooKeeper: answered, then the connection closes (the session lives on until it
+		// expires).
+		c.log.Info("request refused: the connection is not authenticated with an enforced scheme", "op", hdr.Type)
+		r.hdr = hdr
+		r.fixed, r.zeroZxid, r.code, r.closeAfter = true, true, jute.CodeSessionClosedRequireSASLAuth, true
+		c.enqueue(r)
+		return false
 	}
 	if isWrite(hdr.Type) {
 		// A write's body goes to consensus as it arrived and is decoded once, when applied.
@@ -83,8 +93,12 @@ func (c *conn) admit(ctx context.Context, frame []byte) bool {
 			r.code, r.closeAfter = jute.CodeAuthFailed, true
 		}
 	case jute.OpSASL:
-		c.log.Info("sasl authentication is not supported; closing the connection")
-		r.fixed, r.zeroZxid, r.code, r.closeAfter = true, true, jute.CodeAuthFailed, true
+		// Handled on arrival, as auth is.
+		code, token := c.saslStep(body.(*jute.GetSASLRequest).Token)
+		r.fixed, r.zeroZxid, r.code = true, true, code
+		// A failure carries a null token too, as in ZooKeeper: the Java client reads it.
+		r.fixedBody, r.errBody = &jute.SetSASLResponse{Token: token}, true
+		r.closeAfter = code != jute.CodeOK
 	case jute.OpCheck, jute.OpDeleteContainer:
 		// check is valid only inside a multi (3.9 answers Unimplemented and closes);
 		// deleteContainer is the server's own housekeeping op and is refused to clients.
@@ -141,7 +155,7 @@ func (c *conn) admitWrite(ctx context.Context, r *request, body []byte) bool {
 		c.closingSession.Store(true)
 		body = nil // ZooKeeper ignores whatever a closeSession carries
 	}
-	p, err := c.startWrite(ctx, consensus.Proposal{Session: c.session(), Auth: r.auth, Op: op, Body: body, NoTTL: !c.s.cfg.ExtendedTypesEnabled})
+	p, err := c.startWrite(ctx, consensus.Proposal{Session: c.session(), Auth: r.auth, Op: op, Body: body, NoTTL: !c.s.cfg.ExtendedTypesEnabled, SASLACL: c.s.cfg.SASLACL})
 	if c.s.slow.on() {
 		r.proposed, r.writePath = time.Since(r.arrived), writePathOf(op, body)
 	}
@@ -268,7 +282,7 @@ func (c *conn) complete(ctx context.Context, r *request) bool {
 		if !r.zeroZxid {
 			zxid = s.view().Zxid()
 		}
-		c.reply(r.hdr.Xid, zxid, r.code, r.fixedBody)
+		c.replyFrame(r.hdr.Xid, zxid, r.code, r.fixedBody, r.errBody)
 		if r.closeAfter {
 			c.finish()
 			return false

@@ -94,9 +94,17 @@ func CheckACL(acl []jute.ACL, auth []jute.Id, perm int32) bool {
 					return true
 				}
 			}
-		case "digest", "sasl", "x509":
+		case "digest", "x509":
 			for _, id := range auth {
 				if id.Scheme == a.ID.Scheme && id.ID == a.ID.ID {
+					return true
+				}
+			}
+		case "sasl":
+			// ZooKeeper's SASLAuthenticationProvider.matches: the sasl user "super" matches
+			// every sasl entry.
+			for _, id := range auth {
+				if id.Scheme == "sasl" && (id.ID == a.ID.ID || id.ID == "super") {
 					return true
 				}
 			}
@@ -106,19 +114,19 @@ func CheckACL(acl []jute.ACL, auth []jute.Id, perm int32) bool {
 }
 
 // authenticatedScheme reports whether ids of the scheme name a real identity, so that the "auth"
-// ACL scheme expands to them (ip ids do not).
-func authenticatedScheme(scheme string) bool {
-	return scheme == "digest" || scheme == "sasl" || scheme == "x509"
+// ACL scheme expands to them (ip ids do not; sasl ids only where the sasl scheme is enabled).
+func authenticatedScheme(scheme string, sasl bool) bool {
+	return scheme == "digest" || scheme == "x509" || (scheme == "sasl" && sasl)
 }
 
 // fixupACL validates an ACL from create or setACL as ZooKeeper's PrepRequestProcessor.fixupACL
 // does: duplicates are dropped, an empty result is invalid, world must be "anyone", "auth" entries
 // become one entry per authenticated identity of the caller (none is invalid), digest ids must be
 // "user:hash", ip ids addresses with an optional prefix length and x509 ids X.500 names. Any
-// other scheme is invalid. (ZooKeeper accepts x509 entries only once TLS loaded its x509
-// provider; zkd always does, because validation runs in the replicated apply and must not depend
-// on one server's configuration.)
-func fixupACL(acl []jute.ACL, auth []jute.Id) ([]jute.ACL, error) {
+// other scheme is invalid (ZooKeeper registers no other provider by default), but sasl when sasl
+// is true: its ids must parse as Kerberos names, as SASLAuthenticationProvider.isValid requires.
+// (ZooKeeper accepts x509 entries only once TLS loaded its x509 provider; zkd always does.)
+func fixupACL(acl []jute.ACL, auth []jute.Id, sasl bool) ([]jute.ACL, error) {
 	if plainACL(acl) {
 		return acl, nil // the common case: nothing to drop or expand, so no copy
 	}
@@ -158,7 +166,7 @@ func fixupACL(acl []jute.ACL, auth []jute.Id) ([]jute.ACL, error) {
 		case "auth":
 			found := false
 			for _, id := range auth {
-				if authenticatedScheme(id.Scheme) {
+				if authenticatedScheme(id.Scheme, sasl) {
 					found = true
 					out = append(out, jute.ACL{Perms: a.Perms, ID: id})
 				}
@@ -178,6 +186,11 @@ func fixupACL(acl []jute.ACL, auth []jute.Id) ([]jute.ACL, error) {
 			out = append(out, a)
 		case "x509":
 			if !validX500Name(a.ID.ID) {
+				return nil, jute.CodeInvalidACL
+			}
+			out = append(out, a)
+		case "sasl":
+			if !sasl || !validKerberosName(a.ID.ID) {
 				return nil, jute.CodeInvalidACL
 			}
 			out = append(out, a)
@@ -337,4 +350,19 @@ func hideDigests(acl []jute.ACL) []jute.ACL {
 		}
 	}
 	return out
+}
+
+// validKerberosName mirrors ZooKeeper's KerberosName constructor, which SASLAuthenticationProvider
+// uses to validate sasl ids: a name with '@' must be "service[/host]@realm" with no further '/'
+// or '@'; a name without '@' is always valid.
+func validKerberosName(id string) bool {
+	at := strings.IndexByte(id, '@')
+	if at < 0 {
+		return true
+	}
+	head, realm := id[:at], id[at+1:]
+	if strings.ContainsAny(realm, "/@") {
+		return false
+	}
+	return strings.Count(head, "/") <= 1
 }

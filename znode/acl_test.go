@@ -1,6 +1,7 @@
 package znode
 
 import (
+	"errors"
 	"slices"
 	"testing"
 
@@ -104,13 +105,55 @@ func TestFixupACL(t *testing.T) {
 		{"one bad entry spoils all", []jute.ACL{e(31, "world", "anyone"), e(31, "ip", "x")}, nil, nil},
 	}
 	for _, tt := range tests {
-		got, err := fixupACL(tt.in, tt.auth)
+		got, err := fixupACL(tt.in, tt.auth, false)
 		if tt.want == nil {
 			wantCode(t, tt.name, err, jute.CodeInvalidACL)
 			continue
 		}
 		if err != nil || !slices.Equal(got, tt.want) {
 			t.Errorf("%s: fixupACL = %v, %v; want %v", tt.name, got, err, tt.want)
+		}
+	}
+}
+
+func TestFixupACLWithSASL(t *testing.T) {
+	e := func(perms int32, scheme, id string) jute.ACL {
+		return jute.ACL{Perms: perms, ID: jute.Id{Scheme: scheme, ID: id}}
+	}
+	bob := jute.Id{Scheme: "sasl", ID: "bob@EXAMPLE.COM"}
+	auth := []jute.Id{{Scheme: "ip", ID: "127.0.0.1"}, bob}
+	for _, tt := range []struct {
+		name string
+		in   []jute.ACL
+		auth []jute.Id
+		want []jute.ACL // nil: InvalidACL
+	}{
+		{"plain name", []jute.ACL{e(31, "sasl", "bob")}, nil, []jute.ACL{e(31, "sasl", "bob")}},
+		{"principal", []jute.ACL{e(31, "sasl", "zk/host@R")}, nil, []jute.ACL{e(31, "sasl", "zk/host@R")}},
+		{"two realms", []jute.ACL{e(31, "sasl", "a@b@c")}, nil, nil},
+		{"two hosts", []jute.ACL{e(31, "sasl", "a/b/c@R")}, nil, nil},
+		{"auth expands to sasl", []jute.ACL{e(31, "auth", "")}, auth, []jute.ACL{{Perms: 31, ID: bob}}},
+	} {
+		got, err := fixupACL(tt.in, tt.auth, true)
+		if tt.want == nil {
+			wantCode(t, tt.name, err, jute.CodeInvalidACL)
+			continue
+		}
+		if err != nil || !slices.Equal(got, tt.want) {
+			t.Errorf("%s: fixupACL = %v, %v; want %v", tt.name, got, err, tt.want)
+		}
+	}
+	// Without the sasl provider, a sasl identity does not expand auth.
+	if _, err := fixupACL([]jute.ACL{e(31, "auth", "")}, auth, false); !errors.Is(err, jute.CodeInvalidACL) {
+		t.Errorf("auth with only a sasl id and no provider: %v; want InvalidACL", err)
+	}
+	acl := []jute.ACL{e(jute.PermRead, "sasl", "bob@EXAMPLE.COM")}
+	for _, tt := range []struct {
+		id   string
+		want bool
+	}{{"bob@EXAMPLE.COM", true}, {"bob", false}, {"super", true}} {
+		if got := CheckACL(acl, []jute.Id{{Scheme: "sasl", ID: tt.id}}, jute.PermRead); got != tt.want {
+			t.Errorf("CheckACL(sasl:bob@EXAMPLE.COM, sasl:%s) = %v; want %v", tt.id, got, tt.want)
 		}
 	}
 }

@@ -212,7 +212,7 @@ func (a *applier) create(op jute.Op, path string, data []byte, acl []jute.ACL, m
 	if !ok {
 		return createResult{}, jute.CodeBadArguments
 	}
-	fixed, err := fixupACL(acl, a.txn.Auth)
+	fixed, err := fixupACL(acl, a.txn.Auth, a.txn.SASLACL)
 	if err != nil {
 		return createResult{}, err
 	}
@@ -431,7 +431,7 @@ func (a *applier) setACL(path string, acl []jute.ACL, version int32) (jute.Stat,
 	if err := ValidatePath(path); err != nil {
 		return jute.Stat{}, err
 	}
-	fixed, err := fixupACL(acl, a.txn.Auth)
+	fixed, err := fixupACL(acl, a.txn.Auth, a.txn.SASLACL)
 	if err != nil {
 		return jute.Stat{}, err
 	}

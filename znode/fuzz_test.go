@@ -108,7 +108,7 @@ func TestMalformedTransactions(t *testing.T) {
 	for i := range long {
 		long[i] = worldAll[0]
 	}
-	if got, err := fixupACL(long, nil); err != nil || len(got) != 1 {
+	if got, err := fixupACL(long, nil, false); err != nil || len(got) != 1 {
 		t.Errorf("fixupACL of 10000 duplicates = %d entries, %v", len(got), err)
 	}
 }

@@ -32,6 +32,10 @@ type Txn struct {
 	// NoTTL refuses TTL nodes (zoo.cfg extendedTypesEnabled=false on the server that took the
 	// write): creating one fails with Unimplemented, inside a multi too.
 	NoTTL bool
+	// SASLACL accepts the sasl scheme in ACLs (zoo.cfg authProvider.N naming ZooKeeper's
+	// SASLAuthenticationProvider on the server that took the write); without it a sasl entry
+	// is InvalidACL and sasl identities do not expand the auth scheme, as in ZooKeeper.
+	SASLACL bool
 }
 
 // CreateSession registers a new session. The leader chooses the id and password, and the token of

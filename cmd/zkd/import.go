@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/zkd-io/zkd/consensus"
 	"github.com/zkd-io/zkd/internal/zkfile"
@@ -16,12 +17,13 @@ import (
 // them. zxids go on from ZooKeeper's last one, and its sessions keep their ids, timeouts and
 // passwords, so clients that talked to ZooKeeper reattach to zkd.
 func importCmd(args []string, stdout, stderr io.Writer) int {
-	fs := toolFlags("import", stderr, "zkd import -from DIR [-from-log DIR] -data DIR [-config zoo.cfg]")
-	from := fs.String("from", "", "ZooKeeper's dataDir (holding version-2/snapshot.*)")
-	fromLog := fs.String("from-log", "", "ZooKeeper's dataLogDir, when it is not dataDir (holding version-2/log.*)")
+	fs := toolFlags("import", stderr, "zkd import -from DIR [-from-log DIR] ... -data DIR [-config zoo.cfg]")
+	var froms, fromLogs listFlag
+	fs.Var(&froms, "from", "ZooKeeper's dataDir (holding version-2/snapshot.*); repeat it for each member of an ensemble, and the one with the highest zxid is imported")
+	fs.Var(&fromLogs, "from-log", "ZooKeeper's dataLogDir when it is not dataDir (holding version-2/log.*); repeated in the order of -from")
 	data := fs.String("data", "", "the new zkd server's data directory (must hold no zkd data)")
 	configPath := fs.String("config", "", "the new server's zoo.cfg: its myid and the cluster's members (default: standalone); seed every member from the same files")
-	if fs.Parse(args) != nil || fs.NArg() != 0 || *from == "" || *data == "" {
+	if fs.Parse(args) != nil || fs.NArg() != 0 || len(froms) == 0 || *data == "" || (len(fromLogs) != 0 && len(fromLogs) != len(froms)) {
 		fs.Usage()
 		return 2
 	}
@@ -30,16 +32,33 @@ func importCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "zkd import: %v\n", err)
 		return 1
 	}
-	st, rep, err := zkfile.Load(*from, *fromLog)
-	if err != nil {
-		fmt.Fprintf(stderr, "zkd import: %v\n", err)
-		return 1
-	}
-	for _, s := range rep.SkippedSnaps {
-		fmt.Fprintf(stderr, "zkd import: passed over a snapshot that does not verify: %s\n", s)
-	}
-	for _, l := range rep.TornLogs {
-		fmt.Fprintf(stderr, "zkd import: %s ends in a partly written entry (a crash); it was left out, as ZooKeeper does\n", l)
+	var (
+		st  *zkfile.State
+		rep *zkfile.Report
+	)
+	for i, from := range froms {
+		logDir := ""
+		if len(fromLogs) > 0 {
+			logDir = fromLogs[i]
+		}
+		s, r, err := zkfile.Load(from, logDir)
+		if err != nil {
+			fmt.Fprintf(stderr, "zkd import: %v\n", err)
+			return 1
+		}
+		for _, sk := range r.SkippedSnaps {
+			fmt.Fprintf(stderr, "zkd import: passed over a snapshot that does not verify: %s\n", sk)
+		}
+		for _, l := range r.TornLogs {
+			fmt.Fprintf(stderr, "zkd import: %s ends in a partly written entry (a crash); it was left out, as ZooKeeper does\n", l)
+		}
+		if len(froms) > 1 {
+			fmt.Fprintf(stdout, "%s: zxid 0x%x\n", from, s.Zxid)
+		}
+		// As ZooKeeper's election would, take the member that has seen the most.
+		if st == nil || s.Zxid > st.Zxid {
+			st, rep = s, r
+		}
 	}
 	t, err := st.Tree()
 	if err != nil {
@@ -60,6 +79,12 @@ func importCmd(args []string, stdout, stderr io.Writer) int {
 		rep.Snapshot, rep.Txns, len(rep.Logs), v.Zxid(), v.NodeCount(), len(v.Sessions()), *data)
 	return 0
 }
+
+// listFlag is a flag that may be given more than once.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
 // exportCmd writes the state of a stopped standalone zkd server, or of a backup (zkd backup,
 // which also works on a running server or cluster), as a snapshot in ZooKeeper's format in

@@ -3,12 +3,16 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -82,13 +86,50 @@ func diffTrees(t *testing.T, got, want map[string]znodeDump) {
 
 func sessionOf(t *testing.T, addr string, timeout time.Duration) (*zk.Conn, <-chan zk.Event) {
 	t.Helper()
-	c, ev, err := zk.Connect([]string{addr}, timeout, zk.WithLogInfo(false), zk.WithLogger(quietLogger{}))
+	c, ev, err := zk.Connect(strings.Split(addr, ","), timeout, zk.WithLogInfo(false), zk.WithLogger(quietLogger{}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
 	waitState(t, ev, zk.StateHasSession)
 	return c, ev
+}
+
+// ridesThrough drains a session's events (go-zookeeper drops events its small channel cannot
+// hold, so a state may be missed by a late reader) and returns a function that waits until the
+// session is connected again, failing the test if it expired on the way. The goroutine ends
+// when the session is closed, which closes its channel.
+func ridesThrough(t *testing.T, c *zk.Conn, ev <-chan zk.Event) func() {
+	var mu sync.Mutex
+	expired := false
+	go func() {
+		for e := range ev {
+			if e.State == zk.StateExpired {
+				mu.Lock()
+				expired = true
+				mu.Unlock()
+			}
+		}
+	}()
+	return func() {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			mu.Lock()
+			exp := expired
+			mu.Unlock()
+			if exp {
+				t.Fatal("the session expired during the move")
+			}
+			if c.State() == zk.StateHasSession {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the session is not connected again after the move: %v", c.State())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
 }
 
 // waitState waits for state on a session's event channel; an expiry on the way fails the test.
@@ -141,6 +182,7 @@ func TestImportFromZooKeeperKeepsTreeAndSessions(t *testing.T) {
 
 	// The session that rides through: ephemerals and watches on ZooKeeper.
 	live, liveEv := sessionOf(t, addr, 30*time.Second)
+	reattached := ridesThrough(t, live, liveEv)
 	w, _ := sessionOf(t, addr, 30*time.Second)
 	open := zk.WorldACL(zk.PermAll)
 	for _, p := range []string{"/app", "/app/config", "/locks"} {
@@ -178,6 +220,27 @@ func TestImportFromZooKeeperKeepsTreeAndSessions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A session whose client will never come back: its dialer fails after the move.
+	var gone atomic.Bool
+	ghost, ghostEv, err := zk.Connect([]string{addr}, 6*time.Second, zk.WithLogInfo(false), zk.WithLogger(quietLogger{}),
+		zk.WithDialer(func(network, address string, timeout time.Duration) (net.Conn, error) {
+			if gone.Load() {
+				return nil, errors.New("this client is gone")
+			}
+			return net.DialTimeout(network, address, timeout)
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ghost.Close)
+	waitState(t, ghostEv, zk.StateHasSession)
+	go func() {
+		for range ghostEv { // drained until Close
+		}
+	}()
+	if _, err := ghost.Create("/locks/ghost", nil, zk.FlagEphemeral, open); err != nil {
+		t.Fatal(err)
+	}
 	w.Close() // its ephemerals go: a closeSession in the log
 	reader, _ := sessionOf(t, addr, 30*time.Second)
 	if err := reader.AddAuth("digest", []byte("super:pw")); err != nil {
@@ -191,6 +254,7 @@ func TestImportFromZooKeeperKeepsTreeAndSessions(t *testing.T) {
 	}
 
 	// The move: stop ZooKeeper, import, start zkd on the same address.
+	gone.Store(true)
 	if err := zkp.Stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +273,7 @@ func TestImportFromZooKeeperKeepsTreeAndSessions(t *testing.T) {
 	waitRuok(t, addr, p)
 
 	// The live client reattaches with its session: no expiry, its ephemerals and watches kept.
-	waitState(t, liveEv, zk.StateHasSession)
+	reattached()
 	if _, st, err := live.Get(mine); err != nil || st.EphemeralOwner != live.SessionID() {
 		t.Fatalf("the live session's ephemeral %s after the move: %v %+v", mine, err, st)
 	}
@@ -217,7 +281,29 @@ func TestImportFromZooKeeperKeepsTreeAndSessions(t *testing.T) {
 	if err := reader2.AddAuth("digest", []byte("super:pw")); err != nil {
 		t.Fatal(err)
 	}
-	diffTrees(t, dumpTree(t, reader2), want)
+	// The abandoned session may expire at any moment now, changing its ephemeral and /locks;
+	// everything else is compared.
+	got := dumpTree(t, reader2)
+	for _, p := range []string{"/locks", "/locks/ghost"} {
+		delete(got, p)
+		delete(want, p)
+	}
+	diffTrees(t, got, want)
+
+	// The session whose client never came back expires on zkd after its timeout, and its
+	// ephemeral goes with it.
+	_, _, ghostGone, err := reader2.ExistsW("/locks/ghost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case e := <-ghostGone:
+		if e.Type != zk.EventNodeDeleted {
+			t.Errorf("the abandoned session's ephemeral: %+v", e)
+		}
+	case <-time.After(60 * time.Second):
+		t.Error("the imported session whose client never came back did not expire")
+	}
 
 	// Writes after the move get zxids above ZooKeeper's, and fire the watches set on ZooKeeper.
 	st, err := reader2.Set("/app/config", []byte("v1"), -1)
@@ -348,4 +434,173 @@ func TestExportLoadsInZooKeeper(t *testing.T) {
 		t.Fatal(err)
 	}
 	diffTrees(t, dumpTree(t, zr), want)
+}
+
+// The move of a three-server ensemble: stop ZooKeeper, import the member with the highest zxid
+// into three zkd members with the same zoo.cfg lines, start them. A client whose connect string
+// lists the three servers keeps its session, ephemerals and watches; the tree is the same; and
+// the test reports how long writes were unavailable.
+func TestImportEnsembleCutover(t *testing.T) {
+	if err := apachezk.Installed(); err != nil {
+		t.Skipf("real ZooKeeper is not installed: %v", err)
+	}
+	if testing.Short() {
+		t.Skip("runs three ZooKeeper and three zkd servers")
+	}
+	dir := t.TempDir()
+	super := znode.DigestID("super", "pw")
+	ports, err := apachezk.FreePorts(9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var servers, clients []string
+	for i := range 3 {
+		servers = append(servers, fmt.Sprintf("server.%d=127.0.0.1:%d:%d", i+1, ports[3+i], ports[6+i]))
+		clients = append(clients, fmt.Sprintf("127.0.0.1:%d", ports[i]))
+	}
+	procs := make([]*apachezk.Process, 3)
+	for i := range 3 {
+		p, err := apachezk.Launch(apachezk.ServerConfig{
+			Dir: filepath.Join(dir, fmt.Sprintf("zk%d", i+1)), ClientAddr: clients[i], ID: i + 1, Servers: servers, HeapMB: 256,
+			Extra: map[string]string{"extendedTypesEnabled": "true", "snapCount": "40", "DigestAuthenticationProvider.superDigest": super},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = p.Stop() })
+		procs[i] = p
+	}
+	for _, p := range procs {
+		ctx, cancel := context.WithTimeout(t.Context(), 120*time.Second)
+		err := p.WaitReady(ctx)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	connect := strings.Join(clients, ",")
+	live, liveEv := sessionOf(t, connect, 30*time.Second)
+	reattached := ridesThrough(t, live, liveEv)
+	w, _ := sessionOf(t, connect, 30*time.Second)
+	open := zk.WorldACL(zk.PermAll)
+	for _, p := range []string{"/app", "/app/config", "/locks"} {
+		if _, err := w.Create(p, []byte("v0"), 0, open); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 100 {
+		if _, err := w.Create(fmt.Sprintf("/app/n%03d", i), []byte("x"), 0, zk.DigestACL(zk.PermRead, "bob", "pw")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mine, err := live.Create("/locks/mine-", []byte("held"), zk.FlagEphemeral|zk.FlagSequence, open)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, watch, err := live.GetW("/app/config")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	// Read the tree from each member in turn after a sync, so that all have everything.
+	reader, _ := sessionOf(t, connect, 30*time.Second)
+	if err := reader.AddAuth("digest", []byte("super:pw")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reader.Sync("/"); err != nil {
+		t.Fatal(err)
+	}
+	want := dumpTree(t, reader)
+	reader.Close()
+
+	// The move. Write unavailability runs from stopping ZooKeeper to the first write zkd takes.
+	stopped := time.Now()
+	for _, p := range procs {
+		if err := p.Stop(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var from []string
+	for i := range 3 {
+		zd := filepath.Join(dir, fmt.Sprintf("zk%d", i+1))
+		from = append(from, "-from", filepath.Join(zd, "data"), "-from-log", filepath.Join(zd, "txnlog"))
+	}
+	for i := range 3 {
+		data := filepath.Join(dir, fmt.Sprintf("zkd%d", i+1))
+		if err := os.MkdirAll(data, 0o750); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(data, "myid"), []byte(fmt.Sprint(i+1)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var cfg strings.Builder
+		fmt.Fprintf(&cfg, "dataDir=%s\nclientPort=%d\nclientPortAddress=127.0.0.1\nadmin.enableServer=false\nextendedTypesEnabled=true\ntickTime=2000\nDigestAuthenticationProvider.superDigest=%s\n", data, ports[i], super)
+		for _, s := range servers {
+			cfg.WriteString(s + "\n")
+		}
+		cfgPath := filepath.Join(dir, fmt.Sprintf("zoo%d.cfg", i+1))
+		if err := os.WriteFile(cfgPath, []byte(cfg.String()), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		args := append(append([]string{"import"}, from...), "-data", data, "-config", cfgPath)
+		if code := run(args, &out, &out); code != 0 {
+			t.Fatalf("zkd import: exit %d\n%s", code, out.String())
+		}
+		if i == 0 {
+			t.Log(strings.TrimSpace(out.String()))
+		}
+		startZkd(t, "-config", cfgPath)
+	}
+	imported := time.Now()
+	c, _ := sessionOf(t, connect, 30*time.Second)
+	for {
+		_, err := c.Create("/after-the-move", nil, 0, open)
+		if err == nil {
+			break
+		}
+		if time.Since(stopped) > 90*time.Second {
+			t.Fatalf("no write accepted after the move: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("writes unavailable for %v (ZooKeeper stop and import %v, zkd start to first write %v)",
+		time.Since(stopped).Round(time.Millisecond), imported.Sub(stopped).Round(time.Millisecond), time.Since(imported).Round(time.Millisecond))
+
+	reattached()
+	if _, st, err := live.Get(mine); err != nil || st.EphemeralOwner != live.SessionID() {
+		t.Fatalf("the live session's ephemeral %s after the move: %v %+v", mine, err, st)
+	}
+	if _, err := c.Set("/app/config", []byte("v1"), -1); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case e := <-watch:
+		if e.Type != zk.EventNodeDataChanged {
+			t.Errorf("watch fired with %+v", e)
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("the watch set on ZooKeeper never fired on zkd")
+	}
+	if err := c.Delete("/after-the-move", -1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Set("/app/config", []byte("v0"), -1); err != nil {
+		t.Fatal(err)
+	}
+	r2, _ := sessionOf(t, connect, 30*time.Second)
+	if err := r2.AddAuth("digest", []byte("super:pw")); err != nil {
+		t.Fatal(err)
+	}
+	got := dumpTree(t, r2)
+	// The two writes after the move changed what they touched; /zookeeper/config describes the
+	// running membership in zkd's words (docs/differences.md); the rest is ZooKeeper's tree.
+	if g := got["/zookeeper/config"].Data; !bytes.HasPrefix(g, bytes.Split(want["/zookeeper/config"].Data, []byte("version="))[0]) {
+		t.Errorf("/zookeeper/config on zkd %q does not list ZooKeeper's members %q", g, want["/zookeeper/config"].Data)
+	}
+	for _, p := range []string{"/", "/app/config", "/zookeeper/config"} {
+		delete(got, p)
+		delete(want, p)
+	}
+	diffTrees(t, got, want)
 }

@@ -62,6 +62,7 @@ Flags:
 	dataDir := fs.String("data", "", "data directory (overrides dataDir)")
 	addr := fs.String("addr", "", "client address host:port (overrides clientPort/clientPortAddress)")
 	admin := fs.String("admin", "", "admin HTTP address host:port, or \"off\" (overrides admin.*)")
+	jaas := fs.String("jaas", "", "JAAS `file` whose Server section has the SASL users or Kerberos login (overrides zkd.jaasConfig)")
 	join := fs.Bool("join", false, "start with no data as a member-to-be that waits for a reconfig to add it")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	logJSON := fs.Bool("log-json", false, "log in JSON instead of text")
@@ -121,6 +122,10 @@ Flags:
 		st.cfg.AdminAddr, st.adminExplicit = *admin, true
 	}
 	st.cfg.Join = *join
+	if err := st.sasl.apply(&st.cfg, *jaas); err != nil {
+		log.Error("invalid sasl configuration", "err", err)
+		return 1
+	}
 	st.cfg.Logger = log
 	if err := os.MkdirAll(st.cfg.Dir, 0o750); err != nil {
 		log.Error("cannot create data directory", "dir", st.cfg.Dir, "err", err)

@@ -28,6 +28,8 @@ type settings struct {
 	ignored []string
 	// clientTLS holds the client-port TLS keys (zoocfg_tls.go).
 	clientTLS clientTLS
+	// sasl holds the SASL keys until the -jaas flag is known (zoocfg_sasl.go).
+	sasl saslSettings
 }
 
 // defaultSettings is `zkd` with no arguments: a standalone durable server on port 2181 with its
@@ -336,6 +338,10 @@ func parseZooCfg(r io.Reader, log *slog.Logger) (settings, error) {
 			}
 		case k == "zkd.herdWatchThreshold":
 			if cfg.HerdWatchThreshold, err = positiveInt(key, v); err != nil {
+				return st, err
+			}
+		case isSASLKey(k):
+			if err := st.sasl.set(key, k, v); err != nil {
 				return st, err
 			}
 		case k == "standaloneEnabled":

@@ -34,17 +34,18 @@ var securityKeys = func() map[string]bool {
 		"DigestAuthenticationProvider.digestAlg":   false,
 		"DigestAuthenticationProvider.enabled":     false,
 		"X509AuthenticationProvider.superUser":     true,
-		"superUser":                                false,
+		"superUser":                                true,
 		"ensembleAuthName":                         false,
-		"sessionRequireClientSASLAuth":             false,
+		"sessionRequireClientSASLAuth":             true,
 		"requireClientAuthScheme":                  false,
-		"enforce.auth.enabled":                     false,
-		"enforce.auth.schemes":                     false,
+		"enforce.auth.enabled":                     true,
+		"enforce.auth.schemes":                     true,
 		"allowSaslFailedClients":                   false,
-		"sasl.serverconfig":                        false,
-		"java.security.auth.login.config":          false,
-		"kerberos.removeHostFromPrincipal":         false,
-		"kerberos.removeRealmFromPrincipal":        false,
+		"letAnySaslUserDoX":                        false,
+		"sasl.serverconfig":                        true,
+		"java.security.auth.login.config":          true,
+		"kerberos.removeHostFromPrincipal":         true,
+		"kerberos.removeRealmFromPrincipal":        true,
 		"kerberos.canonicalizeHostNames":           false,
 
 		// Server-to-server SASL.
@@ -96,6 +97,10 @@ var sslSuffixes = []string{
 // them that securityKeys does not list is refused.
 var securityPrefixes = []string{"ssl.", "quorum.auth.", "authProvider.", "kerberos.", "enforce.auth.", "sasl."}
 
+// implementedPrefixes are key families zkd parses as a whole (authProvider.N: each provider
+// named is checked where it is parsed, and an unknown one stops startup there).
+var implementedPrefixes = []string{"authProvider."}
+
 // offValues are values that ask for no security feature at all. A key zkd does not implement is
 // accepted with one of these (sslQuorum=false is what ZooKeeper does by default anyway).
 // A key that names a file, a password or a provider has no off value except the empty one.
@@ -120,8 +125,10 @@ func refuseUnimplementedSecurity(key, k, v string) error {
 	if !isSecurityKey(k) || securityKeys[k] {
 		return nil
 	}
-	if strings.HasPrefix(k, "authProvider.") && v == x509ProviderClass {
-		return nil // the x509 provider, which zkd has (zoocfg_tls.go)
+	for _, p := range implementedPrefixes {
+		if strings.HasPrefix(k, p) {
+			return nil
+		}
 	}
 	if offValues[strings.ToLower(strings.TrimSpace(v))] {
 		return nil

@@ -138,6 +138,10 @@ type ServerConfig struct {
 	Wrap []string
 	// HeapMB is the JVM's -Xmx in MiB; zero means DefaultHeapMB.
 	HeapMB int
+	// JVMFlags are more JVM options, placed before the class path: system properties ZooKeeper
+	// reads only from the JVM, such as -Djava.security.auth.login.config=FILE (the JAAS file for
+	// SASL) or -Dzookeeper.superUser=NAME. Nil means none.
+	JVMFlags []string
 }
 
 // standalone reports whether the server runs alone (no ensemble lines).
@@ -171,6 +175,11 @@ func (c ServerConfig) validate() (ServerConfig, error) {
 	for k, v := range c.Extra {
 		if k == "" || strings.ContainsAny(k, "=\n\r") || strings.ContainsAny(v, "\n\r") {
 			return c, fmt.Errorf("apachezk: bad zoo.cfg entry %q=%q", k, v)
+		}
+	}
+	for _, f := range c.JVMFlags {
+		if !strings.HasPrefix(f, "-") {
+			return c, fmt.Errorf("apachezk: JVM flag %q does not start with '-'", f)
 		}
 	}
 	if c.HeapMB < 0 {
@@ -263,11 +272,12 @@ func (c *ServerConfig) writeFiles() error {
 func (c *ServerConfig) command(java string) []string {
 	logs := filepath.Join(c.Dir, "logs")
 	args := slices.Clone(c.Wrap)
-	return append(args, java,
+	args = append(args, java,
 		"-Dzookeeper.log.dir="+logs, "-Dzookeeper.log.file=zookeeper.log",
 		fmt.Sprintf("-Xmx%dm", c.HeapMB),
-		"-XX:+HeapDumpOnOutOfMemoryError", "-XX:HeapDumpPath="+logs, "-XX:OnOutOfMemoryError=kill -9 %p",
-		"-cp", strings.Join(c.classpath(), ":"),
+		"-XX:+HeapDumpOnOutOfMemoryError", "-XX:HeapDumpPath="+logs, "-XX:OnOutOfMemoryError=kill -9 %p")
+	args = append(args, c.JVMFlags...)
+	return append(args, "-cp", strings.Join(c.classpath(), ":"),
 		mainClass, filepath.Join(c.Dir, "conf", "zoo.cfg"))
 }
 

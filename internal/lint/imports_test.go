@@ -83,6 +83,8 @@ func TestLayering(t *testing.T) {
 			return !strings.HasPrefix(p, module+"/cmd") && !strings.Contains(p, "hashicorp/raft")
 		},
 			"server talks to consensus, never to Raft directly"},
+		{"sasl", func(p string) bool { return !strings.HasPrefix(p, module+"/") },
+			"sasl mechanisms know nothing of zkd: the server calls them through sasl.Exchange"},
 		{"recipes", func(p string) bool { return !strings.HasPrefix(p, module+"/") || p == module+"/recipes" },
 			"recipes run on go-zookeeper/zk against any server: no zkd internals"},
 		{"conformance", func(p string) bool {
@@ -136,7 +138,7 @@ func inInternal(dir string) bool { return dir == "internal" || strings.HasPrefix
 // TestNoPrintInLibraries keeps fmt.Print* and log.Print* out of library packages: they log
 // through an injected *slog.Logger.
 func TestNoPrintInLibraries(t *testing.T) {
-	for _, top := range []string{"jute", "znode", "consensus", "server", "recipes"} {
+	for _, top := range []string{"jute", "znode", "consensus", "server", "recipes", "sasl"} {
 		for _, dir := range packageDirs(t, top) {
 			files, _ := filepath.Glob(filepath.Join("..", "..", dir, "*.go"))
 			for _, f := range files {

@@ -158,6 +158,10 @@ func ExportView(dataDir string, v *znode.View) (string, error) {
 	}
 	err = WriteSnapshot(tmp, sessions, v.RawNodes)
 	if err == nil {
+		// Readable as ZooKeeper's own snapshots are: it may run as another user.
+		err = tmp.Chmod(0o644)
+	}
+	if err == nil {
 		err = tmp.Sync()
 	}
 	if cerr := tmp.Close(); err == nil {

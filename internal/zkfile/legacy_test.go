@@ -1,0 +1,217 @@
+package zkfile
+
+import (
+	"bytes"
+	"hash/adler32"
+	"testing"
+
+	"github.com/zkd-io/zkd/jute"
+)
+
+// logBuilder writes a transaction log by hand, for formats the installed ZooKeeper no longer
+// writes (3.4 and 3.5: no digests, the V0 create, closeSession without paths).
+type logBuilder struct{ b bytes.Buffer }
+
+func newLog() *logBuilder {
+	l := &logBuilder{}
+	e := jute.NewEncoder(nil)
+	e.Int32(logMagic)
+	e.Int32(version)
+	e.Int64(0)
+	l.b.Write(e.Bytes())
+	return l
+}
+
+// add appends one entry: the header, then body as the record.
+func (l *logBuilder) add(session int64, zxid int64, typ jute.Op, body func(e *jute.Encoder)) {
+	e := jute.NewEncoder(nil)
+	e.Int64(session)
+	e.Int32(1)
+	e.Int64(zxid)
+	e.Int64(1000 + zxid)
+	e.Int32(int32(typ))
+	if body != nil {
+		body(e)
+	}
+	payload := e.Bytes()
+	h := jute.NewEncoder(nil)
+	h.Int64(int64(adler32.Checksum(payload)))
+	h.Int32(int32(len(payload)))
+	l.b.Write(h.Bytes())
+	l.b.Write(payload)
+	l.b.WriteByte('B')
+}
+
+func worldACL(e *jute.Encoder) {
+	e.Int32(1)
+	(&jute.ACL{Perms: 31, ID: jute.Id{Scheme: "world", ID: "anyone"}}).Encode(e)
+}
+
+// Logs as ZooKeeper 3.4 and 3.5 wrote them replay as ZooKeeper replays them.
+func TestReplayOlderLogFormats(t *testing.T) {
+	const s1 = 0x100
+	l := newLog()
+	l.add(s1, 1, jute.OpCreateSession, func(e *jute.Encoder) { e.Int32(30000) })
+	// A V0 create (no parentCVersion): the parent's cversion goes up by one.
+	l.add(s1, 2, jute.OpCreate, func(e *jute.Encoder) {
+		e.String("/a")
+		e.Buffer([]byte("x"))
+		worldACL(e)
+		e.Bool(false)
+	})
+	l.add(s1, 3, jute.OpCreate, func(e *jute.Encoder) {
+		e.String("/a/eph")
+		e.Buffer(nil)
+		worldACL(e)
+		e.Bool(true)
+		e.Int32(-1)
+	})
+	// A multi with an error record changes nothing.
+	l.add(s1, 4, jute.OpMulti, func(e *jute.Encoder) {
+		e.Int32(2)
+		sub := jute.NewEncoder(nil)
+		sub.String("/a/never")
+		sub.Buffer(nil)
+		worldACL(sub)
+		sub.Bool(false)
+		sub.Int32(2)
+		e.Int32(int32(jute.OpCreate))
+		e.Buffer(sub.Bytes())
+		er := jute.NewEncoder(nil)
+		er.Int32(int32(jute.CodeBadVersion))
+		e.Int32(int32(jute.OpError))
+		e.Buffer(er.Bytes())
+	})
+	l.add(s1, 5, jute.OpSetData, func(e *jute.Encoder) {
+		e.String("/a")
+		e.Buffer([]byte("y"))
+		e.Int32(1)
+	})
+	// closeSession as 3.5 logged it, with no paths: the session's ephemerals go.
+	l.add(s1, 6, jute.OpCloseSession, nil)
+
+	lg, err := ReadLog(bytes.NewReader(l.b.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lg.Txns) != 6 || lg.Torn {
+		t.Fatalf("read %d transactions, torn %v", len(lg.Txns), lg.Torn)
+	}
+	if lg.Txns[1].Op.ParentCVersion != -1 || lg.Txns[5].Op.Paths != nil {
+		t.Fatalf("V0 create %+v, closeSession %+v", lg.Txns[1].Op, lg.Txns[5].Op)
+	}
+	tr, _ := newTree(initialSnapshot())
+	for i := range lg.Txns {
+		tr.apply(&lg.Txns[i])
+	}
+	st := tr.state()
+	a := st.Nodes["/a"]
+	if a == nil || string(a.Data) != "y" || a.Stat.Version != 1 || a.Stat.Mzxid != 5 || a.Stat.Czxid != 2 {
+		t.Fatalf("/a = %+v", a)
+	}
+	if a.Stat.Cversion != 1 || a.Stat.Pzxid != 6 || len(a.Children) != 0 {
+		t.Errorf("/a after its ephemeral child came and went: cversion %d pzxid %d children %v", a.Stat.Cversion, a.Stat.Pzxid, a.Children)
+	}
+	if st.Nodes["/a/eph"] != nil || st.Nodes["/a/never"] != nil {
+		t.Error("the closed session's ephemeral or the failed multi's node is there")
+	}
+	if root := st.Nodes["/"]; root.Stat.Cversion != 1 || root.Stat.Pzxid != 2 {
+		t.Errorf("root cversion %d pzxid %d", root.Stat.Cversion, root.Stat.Pzxid)
+	}
+	if len(st.Sessions) != 0 || st.Zxid != 6 {
+		t.Errorf("sessions %v, zxid %d", st.Sessions, st.Zxid)
+	}
+}
+
+// A closeSession as ZooKeeper 3.6+ logs it names its ephemerals and carries a digest.
+func TestReplayCloseSessionWithPaths(t *testing.T) {
+	l := newLog()
+	l.add(7, 1, jute.OpCreateSession, func(e *jute.Encoder) { e.Int32(30000); e.Int32(2); e.Int64(42) })
+	l.add(7, 2, jute.OpCreate2, func(e *jute.Encoder) {
+		e.String("/e")
+		e.Buffer(nil)
+		worldACL(e)
+		e.Bool(true)
+		e.Int32(1)
+		e.Int32(2)
+		e.Int64(43)
+	})
+	l.add(7, 3, jute.OpCloseSession, func(e *jute.Encoder) { e.Strings([]string{"/e"}); e.Int32(2); e.Int64(44) })
+	lg, err := ReadLog(bytes.NewReader(l.b.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := lg.Txns[2]; len(got.Op.Paths) != 1 || got.Digest == nil || got.Digest.Value != 44 {
+		t.Fatalf("closeSession %+v digest %+v", got.Op, got.Digest)
+	}
+	tr, _ := newTree(initialSnapshot())
+	for i := range lg.Txns {
+		tr.apply(&lg.Txns[i])
+	}
+	if st := tr.state(); st.Nodes["/e"] != nil || len(st.Sessions) != 0 {
+		t.Errorf("after closeSession: /e %v, sessions %v", st.Nodes["/e"], st.Sessions)
+	}
+}
+
+// A snapshot written by WriteSnapshot (ZooKeeper's format without a digest record, as 3.4 and
+// 3.5 wrote it) reads back to the same state.
+func TestSnapshotRoundTrip(t *testing.T) {
+	tr, _ := newTree(initialSnapshot())
+	l := newLog()
+	l.add(9, 1, jute.OpCreateSession, func(e *jute.Encoder) { e.Int32(5000) })
+	l.add(9, 2, jute.OpCreateTTL, func(e *jute.Encoder) {
+		e.String("/ttl")
+		e.Buffer([]byte("t"))
+		worldACL(e)
+		e.Int32(1)
+		e.Int64(60000)
+	})
+	l.add(9, 3, jute.OpCreateContainer, func(e *jute.Encoder) {
+		e.String("/c")
+		e.Buffer(nil)
+		e.Int32(1)
+		(&jute.ACL{Perms: 1, ID: jute.Id{Scheme: "digest", ID: "u:x"}}).Encode(e)
+		e.Int32(2)
+	})
+	l.add(9, 4, jute.OpCreate, func(e *jute.Encoder) {
+		e.String("/c/e")
+		e.Buffer([]byte{})
+		worldACL(e)
+		e.Bool(true)
+		e.Int32(1)
+	})
+	lg, err := ReadLog(bytes.NewReader(l.b.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range lg.Txns {
+		tr.apply(&lg.Txns[i])
+	}
+	want := tr.state()
+	zt, err := want.Tree()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := WriteSnapshot(&buf, want.Sessions, zt.View().RawNodes); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := ReadSnapshot(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap.Zxid = want.Zxid
+	got, err := FromSnapshot(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Nodes) != len(want.Nodes) || len(got.Sessions) != 1 || snap.Digest != nil {
+		t.Fatalf("nodes %d/%d sessions %v digest %v", len(got.Nodes), len(want.Nodes), got.Sessions, snap.Digest)
+	}
+	for p, w := range want.Nodes {
+		g := got.Nodes[p]
+		if g == nil || g.ClientStat() != w.ClientStat() || !bytes.Equal(g.Data, w.Data) || g.Stat.EphemeralOwner != w.Stat.EphemeralOwner {
+			t.Errorf("%s: got %+v, want %+v", p, g, w)
+		}
+	}
+}
