@@ -282,6 +282,7 @@ func (c Config) Validate() error {
 		switch {
 		case s == "ip" || s == "digest":
 		case s == "sasl" && c.SASLACL:
+		case s == "x509" && c.TLS != nil:
 		default:
 			// ZooKeeper refuses to start the same way: the scheme has no provider.
 			return fmt.Errorf("server: config: enforced authentication scheme %q is not available", s)

@@ -97,6 +97,9 @@ func startZkdTLS(t *testing.T, props map[string]string) tlsTarget {
 		c.SecureAddr = "127.0.0.1:0"
 		c.PortUnification = props["client.portUnification"] == "true"
 		c.X509SuperUser = props["X509AuthenticationProvider.superUser"]
+		if props["enforce.auth.enabled"] == "true" {
+			c.EnforceAuthSchemes = strings.Split(props["enforce.auth.schemes"], ",")
+		}
 	}))
 	return tlsTarget{plain: s.Addr(), secure: s.SecureAddr()}
 }
@@ -484,4 +487,22 @@ func TestTLSConfigValidate(t *testing.T) {
 	if err := ok.Validate(); err != nil {
 		t.Errorf("a TLS-only config: %v", err)
 	}
+}
+
+// TestX509EnforcedAuth requires the x509 scheme (enforce.auth.schemes=x509): a client with a
+// verified certificate is served, a plain client's requests are refused.
+func TestX509EnforcedAuth(t *testing.T) {
+	p := newPKI(t)
+	leaf := p.client(t, pkix.Name{CommonName: "enforced"})
+	props := p.props(map[string]string{"enforce.auth.enabled": "true", "enforce.auth.schemes": "x509"})
+	forTLSTargets(t, props, func(t *testing.T, tg tlsTarget) {
+		r := mustTLSSession(t, tg.secure, p.clientTLS(t, leaf))
+		if err := createACL(r, "/enforced", []jute.ACL{{Perms: jute.PermAll, ID: jute.Id{Scheme: "world", ID: "anyone"}}}); err != nil {
+			t.Fatalf("a client with an x509 id: %v", err)
+		}
+		plain := rawSession(t, tg.plain)
+		if err := getData(plain, "/enforced"); !errors.Is(err, jute.CodeSessionClosedRequireSASLAuth) {
+			t.Errorf("a plain client's read with enforce.auth.schemes=x509 = %v; want %v", err, jute.CodeSessionClosedRequireSASLAuth)
+		}
+	})
 }

@@ -146,3 +146,25 @@ func TestBinaryServesTLS(t *testing.T) {
 		t.Errorf("the startup log does not say which ports are secure:\n%s", out)
 	}
 }
+
+// enforce.auth.schemes=x509 needs TLS: with a secure port the configuration is valid, without
+// one it is refused as ZooKeeper refuses a scheme with no provider.
+func TestEnforceX509NeedsTLS(t *testing.T) {
+	dir := t.TempDir()
+	tlsFiles(t, dir)
+	enforce := "dataDir=" + dir + "\nclientPort=2181\nenforce.auth.enabled=true\nenforce.auth.schemes=x509\n"
+	withTLS := enforce + "secureClientPort=2281\nssl.keyStore.location=" + filepath.Join(dir, "server.pem") +
+		"\nssl.trustStore.location=" + filepath.Join(dir, "ca.pem") + "\n"
+	for text, ok := range map[string]bool{withTLS: true, enforce: false} {
+		st, err := parseZooCfg(strings.NewReader(text), slog.New(slog.DiscardHandler))
+		if err == nil {
+			err = st.sasl.apply(&st.cfg, "")
+		}
+		if err == nil {
+			err = st.cfg.Validate()
+		}
+		if (err == nil) != ok {
+			t.Errorf("enforce x509, TLS %v: %v", ok, err)
+		}
+	}
+}
