@@ -21,8 +21,6 @@ import (
 type Source struct {
 	set Settings
 	log *slog.Logger
-	// now is the clock; tests replace it.
-	now func() time.Time
 
 	mu struct {
 		sync.Mutex
@@ -52,7 +50,7 @@ func New(set Settings, log *slog.Logger) (*Source, error) {
 	if set.ReloadInterval == 0 {
 		set.ReloadInterval = time.Second
 	}
-	s := &Source{set: set, log: log, now: time.Now}
+	s := &Source{set: set, log: log}
 	files, digest, err := s.read()
 	if err != nil {
 		return nil, err
@@ -62,7 +60,7 @@ func New(set Settings, log *slog.Logger) (*Source, error) {
 		return nil, err
 	}
 	s.mu.cur = m
-	s.mu.checked = s.now()
+	s.mu.checked = time.Now()
 	return s, nil
 }
 
@@ -133,7 +131,7 @@ func explainPassword(err error, st Store, key string) error {
 func (s *Source) current() *material {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := s.now()
+	now := time.Now()
 	if s.set.ReloadInterval < 0 || now.Sub(s.mu.checked) < s.set.ReloadInterval {
 		return s.mu.cur
 	}
@@ -174,7 +172,7 @@ func (s *Source) Reload() error {
 		return err
 	}
 	s.mu.Lock()
-	s.mu.cur, s.mu.checked = m, s.now()
+	s.mu.cur, s.mu.checked = m, time.Now()
 	s.mu.Unlock()
 	return nil
 }
