@@ -11,10 +11,12 @@ require (
 	github.com/hashicorp/raft-wal v0.4.2
 	github.com/jcmturner/gokrb5/v8 v8.4.4
 	github.com/klauspost/compress v1.18.0
+	github.com/pavlo-v-chernykh/keystore-go/v4 v4.5.0
 	github.com/prometheus/client_golang v1.23.2
 	go.etcd.io/bbolt v1.5.0
 	go.uber.org/goleak v1.3.0
 	golang.org/x/sys v0.45.0
+	software.sslmate.com/src/go-pkcs12 v0.7.4
 )
 
 require (

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -36,6 +37,28 @@ type Config struct {
 	Addr string
 	// Listener is the client listener, already bound. Nil means net.Listen("tcp", Addr).
 	Listener net.Listener
+	// NoPlainListener serves clients on the secure listener only (a zoo.cfg with
+	// secureClientPort and no clientPort). Addr and Listener must then be unset.
+	NoPlainListener bool
+
+	// TLS is the server side of TLS for clients. The secure listener serves it, and so does the
+	// plain one with PortUnification. Nil means no TLS: SecureAddr, SecureListener and
+	// PortUnification must be unset. The zkd binary builds it from zoo.cfg's ssl.* keys with
+	// internal/tlsconf, which also reloads changed certificates.
+	TLS *tls.Config
+	// SecureAddr is the TLS-only client address to listen on when SecureListener is nil
+	// (secureClientPortAddress and secureClientPort). Empty means no secure listener.
+	SecureAddr string
+	// SecureListener is the TLS-only client listener, already bound, carrying plain TCP: the
+	// server runs the handshake. Nil means listen on SecureAddr.
+	SecureListener net.Listener
+	// PortUnification makes the plain listener serve TLS too (client.portUnification): a
+	// connection whose first byte opens a TLS handshake record is served over TLS.
+	PortUnification bool
+	// X509SuperUser is X509AuthenticationProvider.superUser: a client whose verified certificate
+	// has this subject (its x509 id, the DN as Java prints it) is also super, which passes every
+	// ACL check. Empty means none.
+	X509SuperUser string
 
 	// Dir is the data directory. Empty means in-memory storage: nothing survives Shutdown.
 	// The zkd binary always sets it.
@@ -172,7 +195,7 @@ var allFourLetterWords = []string{
 }
 
 func (c Config) withDefaults() Config {
-	if c.Addr == "" && c.Listener == nil {
+	if c.Addr == "" && c.Listener == nil && !c.NoPlainListener {
 		c.Addr = "127.0.0.1:0"
 	}
 	if c.AdminSnapshotInterval == 0 {
@@ -249,6 +272,9 @@ func (c Config) Validate() error {
 	case c.HerdWatchThreshold < 0:
 		return errors.New("server: config: negative HerdWatchThreshold")
 	}
+	if err := c.validateTLS(); err != nil {
+		return err
+	}
 	if c.SuperDigest != "" && !strings.HasPrefix(c.SuperDigest, "super:") {
 		return errors.New(`server: config: SuperDigest must look like "super:<base64 sha1>"`)
 	}
@@ -256,6 +282,7 @@ func (c Config) Validate() error {
 		switch {
 		case s == "ip" || s == "digest":
 		case s == "sasl" && c.SASLACL:
+		case s == "x509" && c.TLS != nil:
 		default:
 			// ZooKeeper refuses to start the same way: the scheme has no provider.
 			return fmt.Errorf("server: config: enforced authentication scheme %q is not available", s)
@@ -283,6 +310,22 @@ func (c Config) Validate() error {
 		if !self {
 			return fmt.Errorf("server: config: Peers does not contain ServerID %d", c.ServerID)
 		}
+	}
+	return nil
+}
+
+// validateTLS checks the TLS fields against each other.
+func (c Config) validateTLS() error {
+	secure := c.SecureAddr != "" || c.SecureListener != nil
+	switch {
+	case c.TLS == nil && (secure || c.PortUnification):
+		return errors.New("server: config: SecureAddr, SecureListener and PortUnification need TLS")
+	case c.NoPlainListener && (c.Addr != "" || c.Listener != nil):
+		return errors.New("server: config: NoPlainListener with Addr or Listener")
+	case c.NoPlainListener && !secure:
+		return errors.New("server: config: NoPlainListener needs a secure listener")
+	case c.NoPlainListener && c.PortUnification:
+		return errors.New("server: config: PortUnification needs the plain listener")
 	}
 	return nil
 }

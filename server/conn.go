@@ -25,7 +25,12 @@ var errClosedByServer = errors.New("server: connection closed by server")
 // the writer (out.writeLoop), the only one that writes the socket. See pipeline.go. The apply
 // hook and the server's housekeeping only push frames onto out and may close the connection.
 type conn struct {
-	s      *Server
+	s *Server
+	// raw is the accepted socket; abort closes it. nc is what requests are read from and replies
+	// written to: raw, or the TLS connection over it, chosen by serve before the reader and the
+	// writer start (tls.go), and never changed after.
+	raw    net.Conn
+	mode   listenMode
 	nc     net.Conn
 	br     *bufio.Reader
 	out    *outQueue
@@ -102,6 +107,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 	}
 	c := &conn{
 		s:       s,
+		raw:     nc,
 		nc:      nc,
 		br:      bufio.NewReaderSize(nc, 16<<10),
 		out:     newOutQueue(s.cfg.MaxOutboundBytes),
@@ -146,7 +152,7 @@ func (c *conn) abort(err error) {
 		c.closed.Store(true)
 		close(c.stopped)
 		c.out.close(err, false)
-		_ = c.nc.Close()
+		_ = c.raw.Close()
 	})
 }
 
@@ -162,6 +168,11 @@ func (c *conn) finish() {
 // serve runs the connection until it ends: it starts the writer and the executor, reads and
 // admits requests, and cleans up. A panic while handling a request closes only this connection.
 func (c *conn) serve(ctx context.Context) {
+	if c.mode != modePlain && !c.startTLS() {
+		c.abort(errClosedByServer)
+		c.s.connClosed(c)
+		return
+	}
 	// ctx ends when the writer does, which is when the connection is closed for any reason, so
 	// the executor stops waiting for writes of a connection nobody reads any more.
 	ctx, cancel := context.WithCancel(ctx)

@@ -119,6 +119,9 @@ func (c *conn) execute(ctx context.Context, hdr jute.RequestHeader, body jute.Re
 		infos := make([]jute.ClientInfo, 0, len(ids))
 		for _, id := range ids {
 			user := id.ID
+			if id.Scheme == "super" {
+				user = "" // ZooKeeper has no provider to name it (an x509 super user's id is its DN)
+			}
 			if id.Scheme == "digest" {
 				if i := indexByte(user, ':'); i >= 0 {
 					user = user[:i]

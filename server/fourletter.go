@@ -183,16 +183,21 @@ func (s *Server) mntr() string {
 
 // confPairs returns conf's keys and values in output order.
 func (s *Server) confPairs() [][2]string {
-	port := "-1"
+	port, securePort := "-1", "-1"
 	if s.ln != nil {
 		if i := strings.LastIndexByte(s.Addr(), ':'); i >= 0 {
 			port = s.Addr()[i+1:]
 		}
 	}
+	if s.secureLn != nil {
+		if i := strings.LastIndexByte(s.SecureAddr(), ':'); i >= 0 {
+			securePort = s.SecureAddr()[i+1:]
+		}
+	}
 	d := dirSize(s.cfg.Dir)
 	kv := [][2]string{
 		{"clientPort", port},
-		{"secureClientPort", "-1"},
+		{"secureClientPort", securePort},
 		{"dataDir", s.cfg.Dir},
 		{"dataDirSize", fmt.Sprint(d)},
 		{"dataLogDir", s.cfg.Dir},

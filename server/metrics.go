@@ -32,6 +32,7 @@ type serverMetrics struct {
 	stale           *metric.Counter
 	largeRejected   *metric.Counter
 	throttleWaits   *metric.Counter
+	tlsFailed       *metric.Counter
 
 	read, update *metric.Summary
 	// fired records, per watch event type that triggered any watch, how many connections it
@@ -62,6 +63,7 @@ func newServerMetrics() *serverMetrics {
 	m.stale = s.Counter("stale_requests", "Requests admitted and never answered because their connection closed first.")
 	s.Add(metric.Item{Name: "stale_requests_dropped", Help: "Requests dropped because their connection closed first (same as stale_requests).", Counter: m.stale})
 	m.largeRejected = s.Counter("large_requests_rejected", "Requests refused because their frame exceeds the maximum frame size (jute.maxbuffer).")
+	m.tlsFailed = s.Counter("unsuccessful_handshake", "TLS handshakes with clients that failed (the connection was closed).")
 	m.throttleWaits = s.Counter("request_throttle_wait_count", "Times a connection's reader waited because it had the maximum of requests in flight.")
 	m.read = s.Summary("readlatency", "Latency of requests that need no consensus (reads, pings, watch and session management), in milliseconds.", metric.Millis, metric.Advanced)
 	m.update = s.Summary("updatelatency", "Latency of writes, from arrival to the reply after this server applied them, in milliseconds.", metric.Millis, metric.Advanced)

@@ -28,8 +28,10 @@ type Server struct {
 	// cons is the replicated state: a consensus.Node, or its in-memory twin in tests.
 	cons Consensus
 
-	ln      net.Listener
-	watches *watchManager
+	ln       net.Listener // the plain client listener; nil with NoPlainListener
+	secureLn net.Listener // the TLS-only client listener; nil without one
+	tlsLog   onceLog      // logs the first refused TLS handshake at INFO (tls.go)
+	watches  *watchManager
 	// published is the newest view whose watch events have all been queued; reads use it.
 	published atomic.Pointer[znode.View]
 	// notServingSince is when the server stopped serving (unix ns), 0 while it serves.
@@ -129,30 +131,83 @@ func (s *Server) run(c Consensus) error {
 	v := c.View()
 	s.publish(v)
 	s.watches.advance(v.Zxid())
-	ln := s.cfg.Listener
-	if ln == nil {
-		var err error
-		ln, err = net.Listen("tcp", s.cfg.Addr)
-		if err != nil {
-			_ = stop()
-			return fmt.Errorf("server: listen %s: %w", s.cfg.Addr, err)
-		}
+	if err := s.listen(); err != nil {
+		_ = stop()
+		return err
 	}
-	s.ln = ln
 	if err := s.startAdmin(); err != nil {
-		_ = ln.Close()
+		s.closeListeners()
 		_ = stop()
 		return err
 	}
 	s.checkConfigChange() // records the starting membership
-	s.wg.Go(s.acceptLoop)
+	if s.ln != nil {
+		mode := modePlain
+		if s.cfg.PortUnification {
+			mode = modeUnified
+		}
+		s.wg.Go(func() { s.acceptLoop(s.ln, mode) })
+	}
+	if s.secureLn != nil {
+		s.wg.Go(func() { s.acceptLoop(s.secureLn, modeTLS) })
+	}
 	s.wg.Go(s.housekeeping)
-	s.log.Info("serving clients", "addr", ln.Addr().String(), "serverID", s.cfg.ServerID)
+	if s.ln != nil {
+		s.log.Info("serving clients", "addr", s.ln.Addr().String(), "portUnification", s.cfg.PortUnification, "serverID", s.cfg.ServerID)
+	}
+	if s.secureLn != nil {
+		s.log.Info("serving clients over TLS", "addr", s.secureLn.Addr().String(), "serverID", s.cfg.ServerID)
+	}
 	return nil
 }
 
-// Addr returns the client address the server listens on.
-func (s *Server) Addr() string { return s.ln.Addr().String() }
+// listen binds the client listeners the config asks for.
+func (s *Server) listen() error {
+	s.ln = s.cfg.Listener
+	if s.ln == nil && !s.cfg.NoPlainListener {
+		ln, err := net.Listen("tcp", s.cfg.Addr)
+		if err != nil {
+			return fmt.Errorf("server: listen %s: %w", s.cfg.Addr, err)
+		}
+		s.ln = ln
+	}
+	s.secureLn = s.cfg.SecureListener
+	if s.secureLn == nil && s.cfg.SecureAddr != "" {
+		ln, err := net.Listen("tcp", s.cfg.SecureAddr)
+		if err != nil {
+			s.closeListeners()
+			return fmt.Errorf("server: listen %s (secure): %w", s.cfg.SecureAddr, err)
+		}
+		s.secureLn = ln
+	}
+	return nil
+}
+
+// closeListeners closes the client listeners.
+func (s *Server) closeListeners() {
+	if s.ln != nil {
+		_ = s.ln.Close()
+	}
+	if s.secureLn != nil {
+		_ = s.secureLn.Close()
+	}
+}
+
+// Addr returns the plain client address the server listens on, or "" with NoPlainListener.
+func (s *Server) Addr() string {
+	if s.ln == nil {
+		return ""
+	}
+	return s.ln.Addr().String()
+}
+
+// SecureAddr returns the TLS-only client address the server listens on, or "" without one.
+func (s *Server) SecureAddr() string {
+	if s.secureLn == nil {
+		return ""
+	}
+	return s.secureLn.Addr().String()
+}
 
 // AdminAddr returns the admin HTTP address, or "" when the admin server is off.
 func (s *Server) AdminAddr() string {
@@ -246,10 +301,10 @@ func (s *Server) dropClients(why string) {
 	}
 }
 
-func (s *Server) acceptLoop() {
+func (s *Server) acceptLoop(ln net.Listener, mode listenMode) {
 	var backoff time.Duration
 	for {
-		nc, err := s.ln.Accept()
+		nc, err := ln.Accept()
 		if err != nil {
 			if s.isClosing() {
 				return
@@ -269,6 +324,7 @@ func (s *Server) acceptLoop() {
 		}
 		s.m.connRequests.Inc()
 		c := newConn(s, nc)
+		c.mode = mode
 		if reason := s.admit(c); reason != "" {
 			s.m.connRejected.Inc()
 			s.log.Debug("connection refused", "remote", c.remote, "reason", reason)
@@ -394,7 +450,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.mu.Lock()
 		s.mu.closing = true
 		s.mu.Unlock()
-		_ = s.ln.Close()
+		s.closeListeners()
 		if s.admin != nil {
 			_ = s.admin.Shutdown(ctx)
 		}

@@ -122,9 +122,10 @@ func authenticatedScheme(scheme string, sasl bool) bool {
 // fixupACL validates an ACL from create or setACL as ZooKeeper's PrepRequestProcessor.fixupACL
 // does: duplicates are dropped, an empty result is invalid, world must be "anyone", "auth" entries
 // become one entry per authenticated identity of the caller (none is invalid), digest ids must be
-// "user:hash" and ip ids addresses with an optional prefix length. Any other scheme is invalid
-// (ZooKeeper registers no other provider by default), but sasl when sasl is true: its ids must
-// parse as Kerberos names, as SASLAuthenticationProvider.isValid requires.
+// "user:hash", ip ids addresses with an optional prefix length and x509 ids X.500 names. Any
+// other scheme is invalid (ZooKeeper registers no other provider by default), but sasl when sasl
+// is true: its ids must parse as Kerberos names, as SASLAuthenticationProvider.isValid requires.
+// (ZooKeeper accepts x509 entries only once TLS loaded its x509 provider; zkd always does.)
 func fixupACL(acl []jute.ACL, auth []jute.Id, sasl bool) ([]jute.ACL, error) {
 	if plainACL(acl) {
 		return acl, nil // the common case: nothing to drop or expand, so no copy
@@ -183,6 +184,11 @@ func fixupACL(acl []jute.ACL, auth []jute.Id, sasl bool) ([]jute.ACL, error) {
 				return nil, jute.CodeInvalidACL
 			}
 			out = append(out, a)
+		case "x509":
+			if !validX500Name(a.ID.ID) {
+				return nil, jute.CodeInvalidACL
+			}
+			out = append(out, a)
 		case "sasl":
 			if !sasl || !validKerberosName(a.ID.ID) {
 				return nil, jute.CodeInvalidACL
@@ -213,6 +219,10 @@ func plainACL(acl []jute.ACL) bool {
 			}
 		case "ip":
 			if _, _, ok := parseIPExpr(a.ID.ID); !ok {
+				return false
+			}
+		case "x509":
+			if !validX500Name(a.ID.ID) {
 				return false
 			}
 		default:

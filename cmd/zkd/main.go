@@ -112,6 +112,7 @@ Flags:
 	}
 	if *addr != "" {
 		st.cfg.Addr = *addr
+		st.cfg.NoPlainListener = false // -addr asks for a plain port even beside a TLS-only zoo.cfg
 	}
 	switch *admin {
 	case "":
@@ -156,7 +157,11 @@ Flags:
 		}
 		return 1
 	}
-	log.Info("zkd started", "version", server.Version, "client", srv.Addr(), "admin", srv.AdminAddr(),
+	if src := st.clientTLS.source; src != nil {
+		defer src.Close()
+	}
+	log.Info("zkd started", "version", server.Version, "client", srv.Addr(), "clientTLS", clientTLSMode(st.cfg),
+		"secureClient", srv.SecureAddr(), "admin", srv.AdminAddr(),
 		"dataDir", st.cfg.Dir, "serverID", srv.Stats().ServerID, "peers", len(st.cfg.Peers))
 
 	// Return free heap to the OS when the server goes idle after a burst (a bulk load, a

@@ -26,6 +26,8 @@ type settings struct {
 	adminExplicit bool
 	// ignored lists keys zkd accepts but does not use.
 	ignored []string
+	// clientTLS holds the client-port TLS keys (zoocfg_tls.go).
+	clientTLS clientTLS
 	// sasl holds the SASL keys until the -jaas flag is known (zoocfg_sasl.go).
 	sasl saslSettings
 }
@@ -268,6 +270,10 @@ func parseZooCfg(r io.Reader, log *slog.Logger) (settings, error) {
 			if cfg.ReconfigEnabled, err = boolValue(key, v); err != nil {
 				return st, err
 			}
+		case isClientTLSKey(k, v):
+			if err := st.clientTLS.set(key, k, v); err != nil {
+				return st, err
+			}
 		case k == "DigestAuthenticationProvider.superDigest":
 			cfg.SuperDigest = v
 		case k == "jute.maxbuffer":
@@ -390,10 +396,13 @@ func parseZooCfg(r io.Reader, log *slog.Logger) (settings, error) {
 			cfg.Peers = nil
 		}
 	}
-	if clientPort == "" {
-		return st, errors.New("zoo.cfg: clientPort is required (or a ;clientPort in this server's server.N line)")
+	if clientPort == "" && (st.clientTLS.securePort == "" || st.clientTLS.securePort == "0") {
+		return st, errors.New("zoo.cfg: clientPort is required (or a ;clientPort in this server's server.N line, or secureClientPort)")
 	}
 	cfg.Addr = net.JoinHostPort(clientAddr, clientPort)
+	if err := st.finishClientTLS(clientPort, log); err != nil {
+		return st, err
+	}
 	cfg.AdminAddr = ""
 	if adminEnabled {
 		cfg.AdminAddr = net.JoinHostPort(adminAddr, adminPort)

@@ -19,10 +19,10 @@ import (
 var securityKeys = func() map[string]bool {
 	m := map[string]bool{
 		// Client TLS.
-		"secureClientPort":        false,
-		"secureClientPortAddress": false,
-		"client.portUnification":  false,
-		"client.certReload":       false,
+		"secureClientPort":        true,
+		"secureClientPortAddress": true,
+		"client.portUnification":  true,
+		"client.certReload":       true,
 
 		// Server-to-server TLS.
 		"sslQuorum":                false,
@@ -33,7 +33,7 @@ var securityKeys = func() map[string]bool {
 		"DigestAuthenticationProvider.superDigest": true,
 		"DigestAuthenticationProvider.digestAlg":   false,
 		"DigestAuthenticationProvider.enabled":     false,
-		"X509AuthenticationProvider.superUser":     false,
+		"X509AuthenticationProvider.superUser":     true,
 		"superUser":                                true,
 		"ensembleAuthName":                         false,
 		"sessionRequireClientSASLAuth":             true,
@@ -61,6 +61,17 @@ var securityKeys = func() map[string]bool {
 		"admin.forceHttps":      false,
 		"admin.needClientAuth":  false,
 		"admin.portUnification": false,
+	}
+	// The client port's ssl.* keys (cmd/zkd/zoocfg_tls.go, internal/tlsconf). crl, ocsp and
+	// context.supplier.class stay unimplemented: zkd checks no revocation and loads no classes.
+	for _, s := range []string{
+		"keyStore.location", "keyStore.password", "keyStore.passwordPath", "keyStore.type",
+		"trustStore.location", "trustStore.password", "trustStore.passwordPath", "trustStore.type",
+		"protocol", "enabledProtocols", "ciphersuites", "hostnameVerification",
+		"clientHostnameVerification", "clientAuth", "handshakeDetectionTimeoutMillis", "sslProvider",
+		"authProvider",
+	} {
+		m["ssl."+s] = true
 	}
 	for _, s := range sslSuffixes {
 		for _, p := range []string{"ssl.", "ssl.quorum."} {

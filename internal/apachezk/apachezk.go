@@ -46,9 +46,21 @@ const (
 	installHint = "apt-get install zookeeper"
 )
 
+// NettyTLSJars returns the Netty jars that TLS needs and the server jar's manifest leaves out
+// (Debian's libnetty-java, which zookeeper depends on): without them NettyServerCnxnFactory
+// cannot start a TLS handshake (NoClassDefFoundError: io/netty/handler/codec/ByteToMessageDecoder),
+// nor can the Java client's ClientCnxnSocketNetty connect. Java clients need them on their
+// classpath too.
+func NettyTLSJars() []string {
+	return []string{"/usr/share/java/netty-codec.jar", "/usr/share/java/netty-resolver.jar"}
+}
+
 // jars returns the server's classpath after conf/ (where log4j finds log4j.properties): the
-// server jar (its manifest names the rest of its dependencies) and the log4j 1.2 binding.
-func jars() []string { return []string{Jar, slf4jLog4jJar, log4jJar} }
+// server jar (its manifest names the rest of its dependencies), the Netty jars TLS needs and the
+// log4j 1.2 binding.
+func jars() []string {
+	return append([]string{Jar, slf4jLog4jJar, log4jJar}, NettyTLSJars()...)
+}
 
 // servletJar is the servlet API (Debian's libservlet-api-java). The server jar's manifest names
 // Jetty but not the servlet API Jetty needs, so without it on the classpath the AdminServer does

@@ -115,6 +115,7 @@ func TestTestMachinery(t *testing.T) {
 		{module + "/internal/zktest", inInternal},
 		{module + "/internal/raftnet", inInternal},
 		{module + "/internal/chaos", inInternal},
+		{module + "/internal/tlstest", inInternal},
 		{module + "/internal/child", func(dir string) bool { return dir == "cmd/zkbench" || inInternal(dir) }},
 	}
 	dirs := packageDirs(t, ".")
