@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -113,12 +114,33 @@ type client struct {
 // dialClient connects to addr and opens a new session with the given session timeout. onWatch, if
 // not nil, receives every watch notification on the reader goroutine.
 func dialClient(addr string, timeout time.Duration, onWatch func(jute.WatcherEvent)) (*client, error) {
+	return dialClientTLS(addr, nil, timeout, onWatch)
+}
+
+// dialClientTLS is dialClient over TLS when tc is not nil (a server's secure port).
+func dialClientTLS(addr string, tc *tls.Config, timeout time.Duration, onWatch func(jute.WatcherEvent)) (*client, error) {
 	nc, err := net.DialTimeout("tcp", addr, 10*time.Second)
 	if err != nil {
 		return nil, fmt.Errorf("zkbench: dial %s: %w", addr, err)
 	}
-	if tc, ok := nc.(*net.TCPConn); ok {
-		_ = tc.SetNoDelay(true)
+	if tcp, ok := nc.(*net.TCPConn); ok {
+		_ = tcp.SetNoDelay(true)
+	}
+	if tc != nil {
+		if tc.ServerName == "" {
+			// Verify the server's certificate against the host dialled, as ZooKeeper's
+			// clients do with hostname verification on.
+			host, _, _ := net.SplitHostPort(addr)
+			tc = tc.Clone()
+			tc.ServerName = host
+		}
+		conn := tls.Client(nc, tc)
+		_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+		if err := conn.Handshake(); err != nil {
+			_ = nc.Close()
+			return nil, fmt.Errorf("zkbench: TLS handshake with %s: %w", addr, err)
+		}
+		nc = conn
 	}
 	req := jute.ConnectRequest{TimeOut: int32(timeout / time.Millisecond), Passwd: make([]byte, 16)}
 	_ = nc.SetDeadline(time.Now().Add(10 * time.Second))

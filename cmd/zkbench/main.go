@@ -81,6 +81,9 @@ func benchFlags(fs *flag.FlagSet, cfg *config, addrs *string) {
 	fs.StringVar(&cfg.Root, "root", "/zkbench", "parent node of the benchmark's nodes")
 	fs.DurationVar(&cfg.SessionTimeout, "session-timeout", 30*time.Second, "session timeout asked for")
 	fs.DurationVar(&cfg.Progress, "progress", 0, "print a progress line this often (0: every 5s on runs over 10s)")
+	fs.StringVar(&cfg.tlsCA, "tls-ca", "", "TLS: connect over TLS, trusting the CA certificates in this PEM file")
+	fs.StringVar(&cfg.tlsCert, "tls-cert", "", "TLS: client certificate (PEM) to present, with -tls-key")
+	fs.StringVar(&cfg.tlsKey, "tls-key", "", "TLS: the client certificate's private key (PEM)")
 }
 
 func benchMain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -107,6 +110,9 @@ func benchMain(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		defer pprof.StopCPUProfile()
 	}
 	cfg.Addrs = splitAddrs(addrs)
+	if err := cfg.loadTLS(); err != nil {
+		return err
+	}
 	if cfg.Progress == 0 && cfg.Duration > 10*time.Second {
 		cfg.Progress = 5 * time.Second
 	}
@@ -147,6 +153,9 @@ func printResult(w io.Writer, res result, asJSON bool) {
 	mode := res.Mode
 	if res.Mode == "open" {
 		mode = fmt.Sprintf("open loop at %.0f/s", res.Rate)
+	}
+	if res.TLS {
+		mode += ", TLS"
 	}
 	_, _ = fmt.Fprintf(w, "%s (%s; %d clients over %d connections, %s) on %s\n",
 		res.Workload, res.Unit, res.Clients, res.Conns, mode, strings.Join(res.Addrs, ","))

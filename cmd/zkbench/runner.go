@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -33,6 +34,17 @@ type config struct {
 	SessionTimeout time.Duration `json:"session_timeout_ns"`
 	Progress       time.Duration `json:"-"`
 	Keep           bool          `json:"-"`
+	// TLS, when set, makes every connection a TLS one (the server's secure port).
+	TLS *tls.Config `json:"-"`
+	// TLSOn is reported in results: whether the run used TLS.
+	TLSOn bool `json:"tls,omitempty"`
+	// The -tls-* flags: PEM files of the CA to trust, and a client certificate and key.
+	tlsCA, tlsCert, tlsKey string
+}
+
+// dial opens a session on addr as this run's connections do (TLS or not).
+func (c config) dial(addr string, onWatch func(jute.WatcherEvent)) (*client, error) {
+	return dialClientTLS(addr, c.TLS, c.SessionTimeout, onWatch)
 }
 
 // withDefaults fills zero fields.
@@ -94,6 +106,7 @@ type result struct {
 	Throughput float64          `json:"throughput"`
 	Latency    latencySummary   `json:"latency"`
 	Start      time.Time        `json:"start"`
+	TLS        bool             `json:"tls,omitempty"`
 }
 
 // recorder collects latencies and errors from many goroutines.
@@ -193,7 +206,7 @@ func run(ctx context.Context, cfg config, progress io.Writer) (result, error) {
 		}
 	}()
 	for i := range nconns {
-		c, err := dialClient(cfg.Addrs[i%len(cfg.Addrs)], cfg.SessionTimeout, nil)
+		c, err := cfg.dial(cfg.Addrs[i%len(cfg.Addrs)], nil)
 		if err != nil {
 			return result{}, err
 		}
@@ -247,6 +260,7 @@ func run(ctx context.Context, cfg config, progress io.Writer) (result, error) {
 
 	e.rec.mu.Lock()
 	res := result{
+		TLS:        cfg.TLSOn,
 		Workload:   w.name,
 		Mode:       mode,
 		Unit:       w.unit,

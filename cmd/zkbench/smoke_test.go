@@ -3,16 +3,21 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
+	"github.com/zkd-io/zkd/internal/tlstest"
 	"github.com/zkd-io/zkd/internal/zktest"
 	"github.com/zkd-io/zkd/jute"
 	zkdserver "github.com/zkd-io/zkd/server"
@@ -224,5 +229,54 @@ func TestMultiFailureIsAnError(t *testing.T) {
 	}
 	if r := c.call(jute.OpExists, &jute.ExistsRequest{Path: "/zkbench/multi-fail/a"}); !errors.Is(r.result(), jute.CodeNoNode) {
 		t.Fatalf("the failed multi's create was applied: exists gives %v", r.result())
+	}
+}
+
+// -tls-ca (with a client certificate) runs the benchmark over TLS against a server's secure
+// port; a plaintext run against that port fails instead of measuring something else.
+func TestTLSRun(t *testing.T) {
+	dir := t.TempDir()
+	ca := tlstest.NewCA(t, "zkbench test CA")
+	srv := ca.Issue(t, tlstest.Localhost("server"))
+	cli := ca.Issue(t, tlstest.Localhost("client"))
+	caFile, certFile, keyFile := filepath.Join(dir, "ca.pem"), filepath.Join(dir, "client.pem"), filepath.Join(dir, "client.key")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Cert.Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cli.WriteCertAndKey(t, certFile, keyFile)
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.Cert)
+	s, err := zkdserver.Start(zkdserver.Config{
+		TickTime: 2 * time.Second, MaxClientConns: -1, NoPlainListener: true, SecureAddr: "127.0.0.1:0",
+		TLS: &tls.Config{
+			Certificates: []tls.Certificate{{Certificate: [][]byte{srv.Cert.Raw}, PrivateKey: srv.Key}},
+			ClientCAs:    pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12,
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = s.Shutdown(ctx)
+	})
+	addr := s.SecureAddr()
+	var out, errOut bytes.Buffer
+	args := []string{"-addr", addr, "-workload", "set", "-ops", "300", "-duration", "0", "-clients", "4", "-json",
+		"-tls-ca", caFile, "-tls-cert", certFile, "-tls-key", keyFile}
+	if err := realMain(context.Background(), args, &out, &errOut); err != nil {
+		t.Fatalf("zkbench %v: %v\n%s", args, err, errOut.String())
+	}
+	var res result
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		t.Fatalf("output is not JSON: %v\n%s", err, out.String())
+	}
+	if res.Ops != 300 || res.Errors != 0 || !res.TLS {
+		t.Fatalf("result = %+v, want 300 sets over TLS without errors", res)
+	}
+	plain := []string{"-addr", addr, "-workload", "set", "-ops", "10", "-duration", "0", "-clients", "1"}
+	if err := realMain(context.Background(), plain, &out, &errOut); err == nil {
+		t.Fatal("a plaintext run against the TLS-only port succeeded")
 	}
 }

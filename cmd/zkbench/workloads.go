@@ -127,7 +127,7 @@ func opChurn(e *env, i int, seq int64) error {
 
 func opSession(e *env, i int, seq int64) error {
 	addr := e.cfg.Addrs[int(seq)%len(e.cfg.Addrs)]
-	c, err := dialClient(addr, e.cfg.SessionTimeout, nil)
+	c, err := e.cfg.dial(addr, nil)
 	if err != nil {
 		return err
 	}
@@ -209,7 +209,7 @@ func driveWatch(ctx context.Context, e *env) error {
 		arm := func(c *client) {
 			c.send(jute.OpGetData, &jute.GetDataRequest{Path: path, Watch: true}, func(r reply) { armed <- r.result() })
 		}
-		c, err := dialClient(e.cfg.Addrs[(i+1)%len(e.cfg.Addrs)], e.cfg.SessionTimeout, func(ev jute.WatcherEvent) {
+		c, err := e.cfg.dial(e.cfg.Addrs[(i+1)%len(e.cfg.Addrs)], func(ev jute.WatcherEvent) {
 			if ev.Path != path || ev.Type != jute.EventNodeDataChanged {
 				return
 			}
