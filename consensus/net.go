@@ -50,8 +50,8 @@ type streamLayer struct {
 	addr  net.Addr
 	dial  func(ctx context.Context, addr string, kind byte) (net.Conn, error) // Node.dialPeer
 	conns chan net.Conn
-	done    chan struct{}
-	once    sync.Once
+	done  chan struct{}
+	once  sync.Once
 }
 
 var _ raft.StreamLayer = (*streamLayer)(nil)

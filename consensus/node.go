@@ -55,14 +55,15 @@ type Node struct {
 	rtrans *retryTransport // what raft sends through: trans, waiting for unreachable followers
 	layer  *streamLayer
 	ln     net.Listener
-	tls    *peerTLS // nil without Config.TLS
-	// plainRefused logs TLS connections refused by a plaintext peer port, once per remote host.
-	plainRefused failLog
 	self   raft.ServerAddress // where this node dials its own Raft transport (relay.go)
 	logs   raft.LogStore
 	store  io.Closer // the durable log and stable store; nil in memory
 	snaps  raft.SnapshotStore
 	notify chan bool
+
+	tls *peerTLS // nil without Config.TLS
+	// plainRefused logs TLS connections refused by a plaintext peer port, once per remote host.
+	plainRefused failLog
 
 	seq     atomic.Uint64
 	sidMu   sync.Mutex
