@@ -26,6 +26,8 @@ type settings struct {
 	adminExplicit bool
 	// ignored lists keys zkd accepts but does not use.
 	ignored []string
+	// quorum collects the keys for security between servers (zoocfg_quorum.go).
+	quorum quorumSecurity
 }
 
 // defaultSettings is `zkd` with no arguments: a standalone durable server on port 2181 with its
@@ -329,6 +331,10 @@ func parseZooCfg(r io.Reader, log *slog.Logger) (settings, error) {
 			if cfg.HerdWatchThreshold, err = positiveInt(key, v); err != nil {
 				return st, err
 			}
+		case isQuorumSecurityKey(k):
+			if err := st.quorum.set(&st, key, k, v); err != nil {
+				return st, err
+			}
 		case k == "standaloneEnabled":
 			if _, err := boolValue(key, v); err != nil {
 				return st, err
@@ -340,6 +346,9 @@ func parseZooCfg(r io.Reader, log *slog.Logger) (settings, error) {
 	}
 	if cfg.Dir == "" {
 		return st, errors.New("zoo.cfg: dataDir is required")
+	}
+	if err := st.quorum.apply(cfg); err != nil {
+		return st, err
 	}
 	cfg.TickTime = time.Duration(tick) * time.Millisecond
 	cfg.MinSessionTimeout = time.Duration(minTO) * time.Millisecond

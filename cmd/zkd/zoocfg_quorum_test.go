@@ -1,0 +1,93 @@
+package main
+
+import (
+	"crypto/tls"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/zkd-io/zkd/internal/zktest"
+)
+
+// quorumPEM writes a member's PEM key store (private key and certificate in one file, as
+// ZooKeeper's PEM type reads it) and a PEM trust store (the CA) into dir for the host's IP SAN.
+func quorumPEM(t *testing.T, ca *zktest.CA, dir, name string) (keyStore, trustStore string) {
+	t.Helper()
+	cert := ca.Issue(t, zktest.CertSpec{CommonName: name, IPs: zktest.LoopbackIPs()})
+	keyStore, trustStore = filepath.Join(dir, name+".pem"), filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(keyStore, append(append([]byte{}, cert.KeyPEM...), cert.CertPEM...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(trustStore, ca.PEM(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return keyStore, trustStore
+}
+
+func TestParseZooCfgQuorumTLS(t *testing.T) {
+	dir := t.TempDir()
+	ks, ts := quorumPEM(t, zktest.NewCA(t, "zoo.cfg test CA"), dir, "member")
+	stores := "ssl.quorum.keyStore.location=" + ks + "\nssl.quorum.trustStore.location=" + ts + "\n"
+	base := "dataDir=" + dir + "\nclientPort=2181\n"
+	parse := func(t *testing.T, lines string) (settings, error) {
+		t.Helper()
+		return parseZooCfg(strings.NewReader(base+lines), slog.New(slog.DiscardHandler))
+	}
+	for _, tc := range []struct {
+		name, lines                      string
+		tls, accept, dialPlain, skipHost bool
+	}{
+		{name: "plaintext", lines: "sslQuorum=false\n" + stores},
+		{name: "sslQuorum", lines: "sslQuorum=true\n" + stores, tls: true},
+		{name: "zookeeper. prefix", lines: "zookeeper.sslQuorum=true\n" + strings.ReplaceAll(stores, "ssl.", "zookeeper.ssl."), tls: true},
+		{name: "rolling step 1", lines: "portUnification=true\n" + stores, tls: true, accept: true, dialPlain: true},
+		{name: "rolling step 2", lines: "sslQuorum=true\nportUnification=true\n" + stores, tls: true, accept: true},
+		{name: "no hostname verification", lines: "sslQuorum=true\nssl.quorum.hostnameVerification=false\n" + stores, tls: true, skipHost: true},
+		{name: "quorum SASL off", lines: "quorum.auth.enableSasl=false\nquorum.auth.learnerRequireSasl=false\nquorum.auth.serverRequireSasl=false\n"},
+		{name: "versions and suites", lines: "sslQuorum=true\nssl.quorum.enabledProtocols=TLSv1.3\nssl.quorum.ciphersuites=TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,TLS_AES_128_GCM_SHA256\nssl.quorum.clientAuth=need\n" + stores, tls: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, err := parse(t, tc.lines)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pt := st.cfg.PeerTLS
+			if (pt != nil) != tc.tls {
+				t.Fatalf("PeerTLS = %+v; want set %v", pt, tc.tls)
+			}
+			if pt == nil {
+				return
+			}
+			if pt.AcceptPlaintext != tc.accept || pt.DialPlaintext != tc.dialPlain || pt.SkipHostnameVerification != tc.skipHost {
+				t.Errorf("PeerTLS accept=%v dialPlain=%v skipHost=%v; want %v %v %v",
+					pt.AcceptPlaintext, pt.DialPlaintext, pt.SkipHostnameVerification, tc.accept, tc.dialPlain, tc.skipHost)
+			}
+			if len(pt.Server.Certificates) != 1 || pt.Server.ClientCAs == nil || pt.Client.RootCAs == nil {
+				t.Errorf("stores not loaded: %+v", pt.Server)
+			}
+			if strings.Contains(tc.lines, "TLSv1.3") && pt.Server.MinVersion != tls.VersionTLS13 {
+				t.Errorf("MinVersion = %#x; want TLS 1.3", pt.Server.MinVersion)
+			}
+		})
+	}
+	for _, tc := range []struct{ name, lines, want string }{
+		{"quorum SASL", "quorum.auth.enableSasl=true\n", "sslQuorum"},
+		{"learner SASL", "quorum.auth.learnerRequireSasl=true\n", "quorum.auth.learnerRequireSasl"},
+		{"server SASL", "quorum.auth.serverRequireSasl=true\n", "quorum.auth.serverRequireSasl"},
+		{"no stores", "sslQuorum=true\n", "ssl.quorum.keyStore.location"},
+		{"unreadable key store", "sslQuorum=true\nssl.quorum.keyStore.location=" + filepath.Join(dir, "none.pem") + "\nssl.quorum.trustStore.location=" + ts + "\n", "ssl.quorum.keyStore.location"},
+		{"PKCS12", "sslQuorum=true\nssl.quorum.keyStore.type=PKCS12\n" + stores, "ssl.quorum.keyStore.type"},
+		{"JKS by name", "sslQuorum=true\nssl.quorum.keyStore.location=" + filepath.Join(dir, "k.jks") + "\nssl.quorum.trustStore.location=" + ts + "\n", "ssl.quorum.keyStore.type"},
+		{"revocation", "sslQuorum=true\nssl.quorum.crl=true\n" + stores, "ssl.quorum.crl"},
+		{"clientAuth want", "sslQuorum=true\nssl.quorum.clientAuth=want\n" + stores, "ssl.quorum.clientAuth"},
+		{"unknown ssl.quorum key", "sslQuorum=true\nssl.quorum.sslProvider=OPENSSL\n" + stores, "ssl.quorum.sslProvider"},
+		{"old protocol", "sslQuorum=true\nssl.quorum.enabledProtocols=TLSv1.1\n" + stores, "ssl.quorum.enabledProtocols"},
+		{"bad bool", "sslQuorum=maybe\n", "sslQuorum"},
+	} {
+		if _, err := parse(t, tc.lines); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err = %v; want an error naming %s", tc.name, err, tc.want)
+		}
+	}
+}
