@@ -92,6 +92,11 @@ func (q *quorumSecurity) apply(cfg *server.Config) error {
 	if !q.sslQuorum && !q.portUnification {
 		return nil
 	}
+	if q.reload {
+		// TODO(lead): internal/tlsconf reloads; wire it here and drop this refusal.
+		return errors.New("zoo.cfg: sslQuorumReloadCertFiles=true: the peer port's PEM loader does not reload certificates yet; " +
+			"refusing to start rather than keep using replaced ones (restart zkd after replacing them)")
+	}
 	srv, cli, err := loadQuorumStores(q.stores)
 	if err != nil {
 		return err

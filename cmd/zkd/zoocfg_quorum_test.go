@@ -12,11 +12,19 @@ import (
 )
 
 // quorumPEM writes a member's PEM key store (private key and certificate in one file, as
-// ZooKeeper's PEM type reads it) and a PEM trust store (the CA) into dir for the host's IP SAN.
+// ZooKeeper's PEM type reads it) for 127.0.0.1 and a PEM trust store (the CA) into dir.
 func quorumPEM(t *testing.T, ca *zktest.CA, dir, name string) (keyStore, trustStore string) {
 	t.Helper()
-	cert := ca.Issue(t, zktest.CertSpec{CommonName: name, IPs: zktest.LoopbackIPs()})
-	keyStore, trustStore = filepath.Join(dir, name+".pem"), filepath.Join(dir, "ca.pem")
+	return quorumPEMFor(t, ca, dir, zktest.CertSpec{CommonName: name, IPs: zktest.LoopbackIPs()})
+}
+
+// quorumPEMFor is quorumPEM for a certificate as spec says; the files are named after its
+// common name.
+func quorumPEMFor(t *testing.T, ca *zktest.CA, dir string, spec zktest.CertSpec) (keyStore, trustStore string) {
+	t.Helper()
+	cert := ca.Issue(t, spec)
+	name := spec.CommonName
+	keyStore, trustStore = filepath.Join(dir, name+".pem"), filepath.Join(dir, name+"-ca.pem")
 	if err := os.WriteFile(keyStore, append(append([]byte{}, cert.KeyPEM...), cert.CertPEM...), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -40,6 +48,7 @@ func TestParseZooCfgQuorumTLS(t *testing.T) {
 		tls, accept, dialPlain, skipHost bool
 	}{
 		{name: "plaintext", lines: "sslQuorum=false\n" + stores},
+		{name: "reload without TLS", lines: "sslQuorumReloadCertFiles=true\n"},
 		{name: "sslQuorum", lines: "sslQuorum=true\n" + stores, tls: true},
 		{name: "zookeeper. prefix", lines: "zookeeper.sslQuorum=true\n" + strings.ReplaceAll(stores, "ssl.", "zookeeper.ssl."), tls: true},
 		{name: "rolling step 1", lines: "portUnification=true\n" + stores, tls: true, accept: true, dialPlain: true},
@@ -85,6 +94,7 @@ func TestParseZooCfgQuorumTLS(t *testing.T) {
 		{"unknown ssl.quorum key", "sslQuorum=true\nssl.quorum.sslProvider=OPENSSL\n" + stores, "ssl.quorum.sslProvider"},
 		{"old protocol", "sslQuorum=true\nssl.quorum.enabledProtocols=TLSv1.1\n" + stores, "ssl.quorum.enabledProtocols"},
 		{"bad bool", "sslQuorum=maybe\n", "sslQuorum"},
+		{"reload", "sslQuorum=true\nsslQuorumReloadCertFiles=true\n" + stores, "sslQuorumReloadCertFiles"},
 	} {
 		if _, err := parse(t, tc.lines); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: err = %v; want an error naming %s", tc.name, err, tc.want)

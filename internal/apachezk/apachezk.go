@@ -47,8 +47,14 @@ const (
 )
 
 // jars returns the server's classpath after conf/ (where log4j finds log4j.properties): the
-// server jar (its manifest names the rest of its dependencies) and the log4j 1.2 binding.
-func jars() []string { return []string{Jar, slf4jLog4jJar, log4jJar} }
+// server jar (its manifest names the rest of its dependencies), the log4j 1.2 binding, and
+// Netty's codec. The manifest leaves the codec out, and without it TLS between servers
+// (sslQuorum) cannot work: the first connection to the election port kills the listener with a
+// NoClassDefFoundError (Netty's SslHandler, which tells TLS from plaintext, extends a codec class).
+func jars() []string { return []string{Jar, slf4jLog4jJar, log4jJar, nettyCodecJar} }
+
+// nettyCodecJar is Netty's codec (Debian's libnetty-java, a dependency of the zookeeper package).
+const nettyCodecJar = "/usr/share/java/netty-codec.jar"
 
 // servletJar is the servlet API (Debian's libservlet-api-java). The server jar's manifest names
 // Jetty but not the servlet API Jetty needs, so without it on the classpath the AdminServer does
