@@ -224,12 +224,18 @@ func (p *peerTLS) checkMember(ctx context.Context, cs tls.ConnectionState, remot
 }
 
 // memberHosts returns the host names (not IP literals) of the configured members whose host is
-// remote, or an error if no member's host is.
+// remote, or an error if no member's host is. A member-to-be started with no Peers knows no
+// members until the leader reaches it: it accepts any address (the certificate must still name
+// it), since it has no state to protect and must let the leader in.
 func (p *peerTLS) memberHosts(ctx context.Context, remote string) ([]string, error) {
 	ip := net.ParseIP(remote)
 	var names []string
+	members := p.members()
+	if len(members) == 0 {
+		return nil, nil
+	}
 	found := false
-	for _, addr := range p.members() {
+	for _, addr := range members {
 		host, _, err := net.SplitHostPort(addr)
 		if err != nil {
 			continue

@@ -267,6 +267,36 @@ func TestPeerTLSOutsiderCannotCallRaftOrRPC(t *testing.T) {
 	}
 }
 
+// TestPeerTLSJoin adds a member-to-be (no Peers, no Raft state) to a TLS cluster: the leader
+// reaches it over TLS, it catches up and its writes are forwarded.
+func TestPeerTLSJoin(t *testing.T) {
+	pki := newTestPKI(t)
+	var mu sync.Mutex
+	cfgs := map[string]*PeerTLS{}
+	for _, id := range []string{"n1", "n2", "n3", "n4"} {
+		cfgs[id] = pki.peerTLS(pki.member(t, id))
+	}
+	c := tlsCluster(t, true, func(id string) *PeerTLS {
+		mu.Lock()
+		defer mu.Unlock()
+		return cfgs[id]
+	})
+	l := c.leader()
+	writeVia(t, l, "/before")
+	n4 := c.join("n4")
+	if err := c.followers()[0].AddVoter(ctxT(t, 30*time.Second), "n4", n4.Addr()); err != nil {
+		t.Fatalf("add voter: %v", err)
+	}
+	c.converge()
+	writeVia(t, n4, "/from-n4")
+	c.converge()
+	for _, n := range c.running() {
+		if got := refusedBy(n); got != 0 {
+			t.Errorf("%s refused %d peer connections", n.ID(), got)
+		}
+	}
+}
+
 // TestPeerTLSRollingUpgrade moves a running cluster from plaintext to TLS as ZooKeeper documents
 // it, restarting one member at a time, with a quorum serving writes after every step:
 // portUnification on everywhere (dial plaintext, accept both), then sslQuorum on (dial TLS,
