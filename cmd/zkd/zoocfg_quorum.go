@@ -227,15 +227,19 @@ func storeTypeOf(path string) string {
 
 var tlsVersionNames = map[string]uint16{"TLSv1.2": tls.VersionTLS12, "TLSv1.3": tls.VersionTLS13}
 
-// tlsVersions applies ssl.quorum.protocol and ssl.quorum.enabledProtocols. TLS below 1.2 is
-// refused.
+// tlsVersions applies ssl.quorum.enabledProtocols or, without it, ssl.quorum.protocol (as in
+// ZooKeeper, the enabled protocols default to the one named there). TLS below 1.2 is refused.
 func tlsVersions(c *tls.Config, keys map[string]string) error {
-	if v := keys["ssl.quorum.protocol"]; v != "" {
-		if _, ok := tlsVersionNames[v]; !ok && v != "TLS" {
-			return keyError("ssl.quorum.protocol", v, errors.New("want TLSv1.2 or TLSv1.3"))
+	v := keys["ssl.quorum.enabledProtocols"]
+	if p := keys["ssl.quorum.protocol"]; p != "" {
+		ver, ok := tlsVersionNames[p]
+		if !ok && p != "TLS" {
+			return keyError("ssl.quorum.protocol", p, errors.New("want TLSv1.2 or TLSv1.3"))
+		}
+		if v == "" && ok {
+			c.MinVersion, c.MaxVersion = ver, ver
 		}
 	}
-	v := keys["ssl.quorum.enabledProtocols"]
 	if v == "" {
 		return nil
 	}

@@ -53,6 +53,7 @@ func TestParseZooCfgQuorumTLS(t *testing.T) {
 		{name: "zookeeper. prefix", lines: "zookeeper.sslQuorum=true\n" + strings.ReplaceAll(stores, "ssl.", "zookeeper.ssl."), tls: true},
 		{name: "rolling step 1", lines: "portUnification=true\n" + stores, tls: true, accept: true, dialPlain: true},
 		{name: "rolling step 2", lines: "sslQuorum=true\nportUnification=true\n" + stores, tls: true, accept: true},
+		{name: "protocol alone", lines: "sslQuorum=true\nssl.quorum.protocol=TLSv1.2\n" + stores, tls: true},
 		{name: "no hostname verification", lines: "sslQuorum=true\nssl.quorum.hostnameVerification=false\n" + stores, tls: true, skipHost: true},
 		{name: "quorum SASL off", lines: "quorum.auth.enableSasl=false\nquorum.auth.learnerRequireSasl=false\nquorum.auth.serverRequireSasl=false\n"},
 		{name: "versions and suites", lines: "sslQuorum=true\nssl.quorum.enabledProtocols=TLSv1.3\nssl.quorum.ciphersuites=TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,TLS_AES_128_GCM_SHA256\nssl.quorum.clientAuth=need\n" + stores, tls: true},
@@ -78,6 +79,9 @@ func TestParseZooCfgQuorumTLS(t *testing.T) {
 			}
 			if strings.Contains(tc.lines, "TLSv1.3") && pt.Server.MinVersion != tls.VersionTLS13 {
 				t.Errorf("MinVersion = %#x; want TLS 1.3", pt.Server.MinVersion)
+			}
+			if strings.Contains(tc.lines, "protocol=TLSv1.2") && (pt.Client.MinVersion != tls.VersionTLS12 || pt.Client.MaxVersion != tls.VersionTLS12) {
+				t.Errorf("versions = %#x..%#x; want TLS 1.2 only", pt.Client.MinVersion, pt.Client.MaxVersion)
 			}
 		})
 	}
