@@ -93,6 +93,33 @@ func TestPeerTLSClusterServesAndFailsOver(t *testing.T) {
 	}
 }
 
+// TestPeerTLSRelay: under TLS a follower still hands the leader's commit announcements to its
+// own Raft (through an in-process pipe, relay.go), so forwarded writes do not wait for the
+// leader's idle AppendEntries (a second here).
+func TestPeerTLSRelay(t *testing.T) {
+	pki := newTestPKI(t)
+	certs := map[string]*PeerTLS{}
+	for _, id := range []string{"n1", "n2", "n3"} {
+		certs[id] = pki.peerTLS(pki.member(t, id))
+	}
+	c := newCluster(t, 3, true, func(cfg *Config) { cfg.TLS, cfg.CommitTimeout = certs[cfg.ID], time.Second })
+	c.leader()
+	f := c.followers()[0]
+	const writes = 10
+	start := time.Now()
+	for i := range writes {
+		writeVia(t, f, fmt.Sprintf("/relay%d", i))
+	}
+	took := time.Since(start)
+	if st := f.Stats(); st.Relayed == 0 {
+		t.Fatalf("no commit was relayed (%+v)", st)
+	}
+	if took > writes*time.Second/2 {
+		t.Fatalf("%d forwarded writes took %v: the follower waited for the leader's idle AppendEntries", writes, took)
+	}
+	c.converge()
+}
+
 // TestPeerTLSOutsiderCannotJoin configures n3 as a member that must not be let in (no TLS,
 // another CA, a certificate for another host, an expired one): n1 and n2 commit without it and
 // it never receives their writes. With hostname verification off, a certificate for another host
