@@ -278,3 +278,47 @@ func TestClusterSSLQuorumRefusesOutsider(t *testing.T) {
 		})
 	}
 }
+
+// TestClusterSSLQuorumRollingUpgrade moves a running 3-member cluster from plaintext to TLS as
+// ZooKeeper documents it, restarting one member at a time: portUnification on, then sslQuorum
+// on, then portUnification off. After every restart all three members serve and a write through
+// the restarted one succeeds; at the end the peer port takes TLS only.
+func TestClusterSSLQuorumRollingUpgrade(t *testing.T) {
+	for _, target := range ensembles {
+		t.Run(target.name, func(t *testing.T) {
+			e := target.start(t)
+			ca := zktest.NewCA(t, "quorum CA")
+			dir := t.TempDir()
+			stores := make([]map[string]string, 3)
+			for id := 1; id <= 3; id++ {
+				stores[id-1] = quorumKeys(quorumPEM(t, ca, dir, fmt.Sprintf("member%d", id)))
+				delete(stores[id-1], "sslQuorum")
+				e.launch(id, nil)
+			}
+			e.waitServing(1, 2, 3)
+			steps := []struct {
+				name string
+				keys map[string]string
+			}{
+				{"portUnification", map[string]string{"sslQuorum": "false", "portUnification": "true"}},
+				{"sslQuorum", map[string]string{"sslQuorum": "true", "portUnification": "true"}},
+				{"TLS only", map[string]string{"sslQuorum": "true", "portUnification": "false"}},
+			}
+			for _, step := range steps {
+				for id := 1; id <= 3; id++ {
+					keys := maps.Clone(stores[id-1])
+					maps.Copy(keys, step.keys)
+					e.stop(id)
+					e.launch(id, keys)
+					e.waitServing(1, 2, 3)
+					c := connectZk(t, e.clients[id-1])
+					p := fmt.Sprintf("/%s-%d", strings.ReplaceAll(step.name, " ", "-"), id)
+					if _, err := c.Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+						t.Fatalf("step %s, member %d restarted: create: %v", step.name, id, err)
+					}
+					c.Close()
+				}
+			}
+		})
+	}
+}
