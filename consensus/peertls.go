@@ -343,6 +343,9 @@ type failLog struct {
 	m     map[string]*peerFail
 }
 
+// maxFailKeys bounds the peers a failLog tracks.
+const maxFailKeys = 1024
+
 type peerFail struct {
 	since, logged time.Time
 	count         int
@@ -357,6 +360,11 @@ func (f *failLog) note(log *slog.Logger, key, msg string, args ...any) {
 	}
 	e := f.m[key]
 	if e == nil {
+		if len(f.m) >= maxFailKeys {
+			// Refusals from this many addresses at once are a scan or a flood, not a
+			// misconfigured member: stay silent about new ones rather than grow without bound.
+			return
+		}
 		f.m[key] = &peerFail{since: now, logged: now, count: 1}
 		log.Warn(msg, args...)
 		return

@@ -510,4 +510,10 @@ func TestFailLogOncePerPeer(t *testing.T) {
 	if !strings.Contains(buf.String(), "failures=2") {
 		t.Fatalf("a failure that goes on is not summarised:\n%s", buf.String())
 	}
+	for i := range 2 * maxFailKeys {
+		f.note(log, fmt.Sprint("scan", i), "refused")
+	}
+	if len(f.m) > maxFailKeys {
+		t.Fatalf("failLog tracks %d peers; want at most %d", len(f.m), maxFailKeys)
+	}
 }
