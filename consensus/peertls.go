@@ -103,6 +103,10 @@ func newPeerTLS(cfg PeerTLS, log *slog.Logger, members func() []string) *peerTLS
 			if err != nil || c == nil {
 				return c, err
 			}
+			if c.ClientCAs == nil {
+				// Go would verify the peer against the system roots.
+				return nil, errors.New("consensus: peer TLS configuration without ClientCAs")
+			}
 			c = c.Clone()
 			c.ClientAuth = tls.RequireAndVerifyClientCert
 			return c, nil
