@@ -379,6 +379,9 @@ func TestPeerMuxFirstByte(t *testing.T) {
 	pki := newTestPKI(t)
 	cert := pki.member(t, "n1")
 	members := func() []string { return []string{"127.0.0.1:1"} }
+	tlsDial := func(c net.Conn) net.Conn {
+		return tls.Client(c, &tls.Config{Certificates: []tls.Certificate{cert.TLS}, RootCAs: pki.ca.Pool(), ServerName: "127.0.0.1"})
+	}
 	type outcome struct {
 		kind byte
 		tls  bool
@@ -397,15 +400,22 @@ func TestPeerMuxFirstByte(t *testing.T) {
 		{name: "plain refused under TLS", cfg: pki.peerTLS(cert), first: connRaft, want: outcome{err: true}},
 		{name: "plain accepted with AcceptPlaintext", cfg: func() *PeerTLS { p := pki.peerTLS(cert); p.AcceptPlaintext = true; return p }(),
 			first: connRPC, want: outcome{kind: connRPC}},
-		{name: "TLS then rpc", cfg: pki.peerTLS(cert), first: connRPC, want: outcome{kind: connRPC, tls: true},
-			dial: func(c net.Conn) net.Conn {
-				return tls.Client(c, &tls.Config{Certificates: []tls.Certificate{cert.TLS}, RootCAs: pki.ca.Pool(), ServerName: "127.0.0.1"})
-			}},
+		{name: "TLS then rpc", cfg: pki.peerTLS(cert), first: connRPC, want: outcome{kind: connRPC, tls: true}, dial: tlsDial},
+		{name: "TLS through GetConfigForClient", cfg: func() *PeerTLS {
+			p := pki.peerTLS(cert)
+			full := p.Server
+			p.Server = &tls.Config{GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) { return full, nil }}
+			return p
+		}(), first: connRPC, want: outcome{kind: connRPC, tls: true}, dial: tlsDial},
+		{name: "GetConfigForClient without a trust store", cfg: func() *PeerTLS {
+			p := pki.peerTLS(cert)
+			noCAs := p.Server.Clone()
+			noCAs.ClientCAs = nil
+			p.Server = &tls.Config{GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) { return noCAs, nil }}
+			return p
+		}(), first: connRPC, want: outcome{err: true}, dial: tlsDial},
 		{name: "TLS with AcceptPlaintext", cfg: func() *PeerTLS { p := pki.peerTLS(cert); p.AcceptPlaintext = true; return p }(),
-			first: connRaft, want: outcome{kind: connRaft, tls: true},
-			dial: func(c net.Conn) net.Conn {
-				return tls.Client(c, &tls.Config{Certificates: []tls.Certificate{cert.TLS}, RootCAs: pki.ca.Pool(), ServerName: "127.0.0.1"})
-			}},
+			first: connRaft, want: outcome{kind: connRaft, tls: true}, dial: tlsDial},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
