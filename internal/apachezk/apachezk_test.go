@@ -131,7 +131,7 @@ server.2=127.0.0.1:2889:3889
 	got := strings.Join(cfg.command("/usr/bin/java"), " ")
 	wantCmd := "ip netns exec ns1 /usr/bin/java -Dzookeeper.log.dir=/n1/logs -Dzookeeper.log.file=zookeeper.log -Xmx1000m " +
 		"-XX:+HeapDumpOnOutOfMemoryError -XX:HeapDumpPath=/n1/logs -XX:OnOutOfMemoryError=kill -9 %p " +
-		"-cp /n1/conf:/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-log4j12.jar:/usr/share/java/log4j-1.2.jar " +
+		"-cp /n1/conf:/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-log4j12.jar:/usr/share/java/log4j-1.2.jar:/usr/share/java/netty-codec.jar " +
 		"org.apache.zookeeper.server.quorum.QuorumPeerMain /n1/conf/zoo.cfg"
 	if got != wantCmd {
 		t.Errorf("command = %s\nwant      %s", got, wantCmd)
