@@ -45,6 +45,9 @@ type Config struct {
 	// Network dials peers and, when Listener is nil, opens the peer listener. Nil means plain TCP.
 	// Tests put a fault-injecting layer here; it carries both Raft and the cluster RPC.
 	Network Network
+	// TLS puts the peer port under mutual TLS (zoo.cfg's sslQuorum, portUnification and
+	// ssl.quorum.*), layered above Network so its faults still apply. Nil means plaintext.
+	TLS *PeerTLS
 	// Peers is the static member list used to bootstrap a new cluster; it must contain this node.
 	// Empty means a single voter that bootstraps itself. Ignored when Dir already holds Raft state.
 	Peers []Peer
@@ -238,6 +241,11 @@ func (c Config) Validate() error {
 		return errors.New("consensus: config: negative duration")
 	case c.ReapMaxPerInterval < 0 || c.ContainerNeverUsedInterval < 0:
 		return errors.New("consensus: config: negative reap limit")
+	}
+	if c.TLS != nil {
+		if err := c.TLS.Validate(); err != nil {
+			return err
+		}
 	}
 	if len(c.Peers) > 0 {
 		self := false

@@ -19,7 +19,11 @@
 //   - Peer networking: one listener (Config.Listener, or Config.Network.Listen(Config.Addr)). The
 //     first byte of every peer connection is 0x01 (Raft's NetworkTransport) or 0x02 (the cluster
 //     RPC: forwarded writes, read index, touches, session validation, membership). Config.Network
-//     dials peers; tests plug internal/raftnet in to cut and slow links under both.
+//     dials peers; tests plug internal/raftnet in to cut and slow links under both. With
+//     Config.TLS (PeerTLS) every connection is mutual TLS above Network: a first byte of 0x16
+//     starts the handshake and the type byte follows inside it; plaintext is refused unless
+//     PeerTLS.AcceptPlaintext (a rolling upgrade). Accepted peers must present a certificate the
+//     trust store accepts, come from a configured member's host and be named for it (peertls.go).
 //   - Writes: Propose(ctx, Proposal{Session, Auth, Attach, Seq, Op, Body}) with the request body
 //     exactly as the client sent it. Start marshals the log entry once (copying the body); the
 //     leader only writes its wall-clock time into it, and a follower forwards the entry's bytes

@@ -37,25 +37,27 @@ const (
 	connRPC  byte = 0x02 // the cluster RPC (rpc.go)
 )
 
-// handshakeTimeout bounds how long an accepted connection may take to send its first byte.
+// handshakeTimeout bounds how long an accepted connection may take to send its first byte, and
+// with TLS to complete the handshake and send the connection type.
 const handshakeTimeout = 5 * time.Second
 
 var errLayerClosed = errors.New("consensus: peer listener closed")
 
 // streamLayer is raft's StreamLayer over the shared peer port: Accept returns the connections the
-// mux handed over; Dial writes the Raft byte first.
+// mux handed over; Dial (through Node.dialPeer, which adds TLS when configured) sends the Raft
+// byte first.
 type streamLayer struct {
-	addr    net.Addr
-	network Network
-	conns   chan net.Conn
-	done    chan struct{}
-	once    sync.Once
+	addr  net.Addr
+	dial  func(ctx context.Context, addr string, kind byte) (net.Conn, error) // Node.dialPeer
+	conns chan net.Conn
+	done  chan struct{}
+	once  sync.Once
 }
 
 var _ raft.StreamLayer = (*streamLayer)(nil)
 
-func newStreamLayer(addr net.Addr, network Network) *streamLayer {
-	return &streamLayer{addr: addr, network: network, conns: make(chan net.Conn), done: make(chan struct{})}
+func newStreamLayer(addr net.Addr, dial func(ctx context.Context, addr string, kind byte) (net.Conn, error)) *streamLayer {
+	return &streamLayer{addr: addr, dial: dial, conns: make(chan net.Conn), done: make(chan struct{})}
 }
 
 // handoff passes an accepted Raft connection to Accept, or closes it if the layer is closed.
@@ -95,13 +97,9 @@ func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (n
 		return nil, peerDialError{errLayerClosed}
 	default:
 	}
-	c, err := s.network.Dial(ctx, string(address))
+	c, err := s.dial(ctx, string(address), connRaft)
 	if err != nil {
 		return nil, peerDialError{err}
-	}
-	if _, err := c.Write([]byte{connRaft}); err != nil {
-		c.Close()
-		return nil, err
 	}
 	return c, nil
 }

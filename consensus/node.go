@@ -61,6 +61,10 @@ type Node struct {
 	snaps  raft.SnapshotStore
 	notify chan bool
 
+	tls *peerTLS // nil without Config.TLS
+	// plainRefused logs TLS connections refused by a plaintext peer port, once per remote host.
+	plainRefused failLog
+
 	seq     atomic.Uint64
 	sidMu   sync.Mutex
 	lastSID int64 // last session id this node issued as leader
@@ -144,6 +148,9 @@ func New(cfg Config) (*Node, error) {
 		down:     make(chan struct{}),
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
+	if cfg.TLS != nil {
+		n.tls = newPeerTLS(*cfg.TLS, n.log, n.memberAddrs)
+	}
 	n.mu.pending = make(map[uint64]*Pending)
 	n.mu.lastSeq = make(map[int64]uint64)
 	n.mu.unsettled = make(map[int64]int)
@@ -285,7 +292,7 @@ func (n *Node) open() error {
 	logs = relayedLogs{LogStore: logs, r: n.relay}
 	n.logs = logs
 
-	n.layer = newStreamLayer(ln.Addr(), cfg.Network)
+	n.layer = newStreamLayer(ln.Addr(), n.dialPeer)
 	n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  n.layer,
 		MaxPool: 3,
@@ -391,28 +398,59 @@ func (n *Node) acceptLoop() {
 	}
 }
 
-func (n *Node) handleConn(c net.Conn) {
+func (n *Node) handleConn(raw net.Conn) {
 	defer func() {
 		n.mu.Lock()
-		delete(n.mu.conns, c)
+		delete(n.mu.conns, raw)
 		n.mu.Unlock()
 	}()
-	var b [1]byte
-	_ = c.SetReadDeadline(time.Now().Add(handshakeTimeout))
-	if _, err := io.ReadFull(c, b[:]); err != nil {
+	c, kind, err := n.openConn(raw)
+	if err != nil {
 		c.Close()
 		return
 	}
-	_ = c.SetReadDeadline(time.Time{})
-	switch b[0] {
+	switch kind {
 	case connRaft:
 		n.layer.handoff(c)
 	case connRPC:
 		n.serveRPC(c)
 	default:
-		n.log.Warn("unknown peer connection type", "byte", b[0], "remote", c.RemoteAddr())
+		n.log.Warn("unknown peer connection type", "byte", kind, "remote", c.RemoteAddr())
 		c.Close()
 	}
+}
+
+// openConn reads an accepted connection's first byte, within handshakeTimeout, and returns the
+// connection type. With PeerTLS, a first byte of 0x16 starts a TLS handshake and the type is the
+// first byte inside it; a plaintext connection is refused unless AcceptPlaintext. Without
+// PeerTLS, a TLS handshake is refused (logged once per remote host). The returned connection is
+// the one to use (TLS or c) and is always non-nil.
+func (n *Node) openConn(c net.Conn) (net.Conn, byte, error) {
+	deadline := time.Now().Add(handshakeTimeout)
+	_ = c.SetDeadline(deadline)
+	var b [1]byte
+	if _, err := io.ReadFull(c, b[:]); err != nil {
+		return c, 0, err
+	}
+	if n.tls == nil {
+		if b[0] == tlsRecordHandshake {
+			n.plainRefused.note(n.log, remoteHost(c), "refused a TLS peer connection: this server's peer port is plaintext (sslQuorum=false, no TLS configured)", "remote", c.RemoteAddr())
+			return c, 0, errors.New("consensus: TLS on a plaintext peer port")
+		}
+		_ = c.SetDeadline(time.Time{})
+		return c, b[0], nil
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	pc, err := n.tls.accept(ctx, &replayConn{Conn: c, first: b[:]}, b[0])
+	if err != nil {
+		return c, 0, err
+	}
+	if _, err := io.ReadFull(pc, b[:]); err != nil {
+		return pc, 0, err
+	}
+	_ = c.SetDeadline(time.Time{})
+	return pc, b[0], nil
 }
 
 // Addr returns the peer address this node listens on.

@@ -226,13 +226,8 @@ func (c *rpcClient) send(ctx context.Context, kind byte, payload []byte, done fu
 	}
 	if c.mu.conn == nil {
 		dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		conn, err := c.n.cfg.Network.Dial(dctx, c.addr)
+		conn, err := c.n.dialPeer(dctx, c.addr, connRPC)
 		cancel()
-		if err == nil {
-			if _, err = conn.Write([]byte{connRPC}); err != nil {
-				conn.Close()
-			}
-		}
 		if err != nil {
 			c.mu.Unlock()
 			return dialError{fmt.Errorf("consensus: dial %s: %w", c.addr, err)}

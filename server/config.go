@@ -79,6 +79,11 @@ type Config struct {
 	PeerAddr string
 	// PeerListener is the peer listener, already bound. Nil means listen on PeerAddr.
 	PeerListener net.Listener
+	// PeerTLS puts the peer port (Raft and the cluster RPC) under mutual TLS: zoo.cfg's
+	// sslQuorum, portUnification and ssl.quorum.* map here. Only peers whose certificate the
+	// trust store accepts (and, with hostname verification, that come from and name a member's
+	// host) are let in; see consensus.PeerTLS and docs/security.md. Nil means plaintext.
+	PeerTLS *consensus.PeerTLS
 
 	// TickTime is ZooKeeper's tickTime, the unit of session timeouts. Zero means 2s.
 	TickTime time.Duration
@@ -170,8 +175,8 @@ type Config struct {
 	Logger *slog.Logger
 
 	// Consensus holds the Raft tunables (timeouts, snapshot cadence, reaping). The server sets
-	// its ID, Dir, Peers, listener, logger, TickTime and callbacks; every other zero value
-	// means that package's default.
+	// its ID, Dir, Peers, listener, TLS (from PeerTLS), logger, TickTime and callbacks; every
+	// other zero value means that package's default.
 	Consensus consensus.Config
 	// WithoutRaft runs the server on consensus.Memory, the in-memory twin of the consensus node:
 	// the same entries, apply path and session rules with no Raft, no peers and no disk, each
@@ -288,8 +293,13 @@ func (c Config) Validate() error {
 			return fmt.Errorf("server: config: enforced authentication scheme %q is not available", s)
 		}
 	}
-	if c.WithoutRaft && (c.Dir != "" || len(c.Peers) > 0 || c.Join) {
-		return errors.New("server: config: WithoutRaft takes no Dir, Peers or Join")
+	if c.WithoutRaft && (c.Dir != "" || len(c.Peers) > 0 || c.Join || c.PeerTLS != nil) {
+		return errors.New("server: config: WithoutRaft takes no Dir, Peers, Join or PeerTLS")
+	}
+	if c.PeerTLS != nil {
+		if err := c.PeerTLS.Validate(); err != nil {
+			return fmt.Errorf("server: config: PeerTLS: %w", err)
+		}
 	}
 	if len(c.Peers) > 0 {
 		if c.ServerID <= 0 {

@@ -36,6 +36,7 @@ func openConsensus(s *Server) (Consensus, error) {
 		cc.Peers = append(cc.Peers, consensus.Peer{ID: strconv.FormatInt(p.ID, 10), Addr: p.PeerAddr})
 	}
 	cc.NoBootstrap = cfg.Join
+	cc.TLS = cfg.PeerTLS
 	cc.Logger = s.log
 	cc.TickTime = cfg.TickTime
 	cc.OnApply, cc.OnRestore, cc.OnServing = s.onApply, s.onRestore, s.servingChanged

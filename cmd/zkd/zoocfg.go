@@ -30,6 +30,8 @@ type settings struct {
 	clientTLS clientTLS
 	// sasl holds the SASL keys until the -jaas flag is known (zoocfg_sasl.go).
 	sasl saslSettings
+	// quorum collects the keys for security between servers (zoocfg_quorum.go).
+	quorum quorumSecurity
 }
 
 // defaultSettings is `zkd` with no arguments: a standalone durable server on port 2181 with its
@@ -340,6 +342,10 @@ func parseZooCfg(r io.Reader, log *slog.Logger) (settings, error) {
 			if cfg.HerdWatchThreshold, err = positiveInt(key, v); err != nil {
 				return st, err
 			}
+		case isQuorumSecurityKey(k):
+			if err := st.quorum.set(&st, key, k, v); err != nil {
+				return st, err
+			}
 		case isSASLKey(k):
 			if err := st.sasl.set(key, k, v); err != nil {
 				return st, err
@@ -359,6 +365,9 @@ func parseZooCfg(r io.Reader, log *slog.Logger) (settings, error) {
 	}
 	if cfg.Dir == "" {
 		return st, errors.New("zoo.cfg: dataDir is required")
+	}
+	if err := st.quorum.apply(cfg, log); err != nil {
+		return st, err
 	}
 	cfg.TickTime = time.Duration(tick) * time.Millisecond
 	cfg.MinSessionTimeout = time.Duration(minTO) * time.Millisecond

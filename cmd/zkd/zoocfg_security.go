@@ -25,9 +25,9 @@ var securityKeys = func() map[string]bool {
 		"client.certReload":       true,
 
 		// Server-to-server TLS.
-		"sslQuorum":                false,
-		"portUnification":          false,
-		"sslQuorumReloadCertFiles": false,
+		"sslQuorum":                true,
+		"portUnification":          true,
+		"sslQuorumReloadCertFiles": true,
 
 		// Authentication and authorisation.
 		"DigestAuthenticationProvider.superDigest": true,
@@ -48,14 +48,15 @@ var securityKeys = func() map[string]bool {
 		"kerberos.removeRealmFromPrincipal":        true,
 		"kerberos.canonicalizeHostNames":           false,
 
-		// Server-to-server SASL.
-		"quorum.auth.enableSasl":                     false,
-		"quorum.auth.learnerRequireSasl":             false,
-		"quorum.auth.serverRequireSasl":              false,
-		"quorum.auth.learner.saslLoginContext":       false,
-		"quorum.auth.server.saslLoginContext":        false,
-		"quorum.auth.kerberos.servicePrincipal":      false,
-		"quorum.auth.kerberos.canonicalizeHostNames": false,
+		// Server-to-server SASL: true stops startup (zkd authenticates members by mutual
+		// TLS); the rest only matter with it on (cmd/zkd/zoocfg_quorum.go).
+		"quorum.auth.enableSasl":                     true,
+		"quorum.auth.learnerRequireSasl":             true,
+		"quorum.auth.serverRequireSasl":              true,
+		"quorum.auth.learner.saslLoginContext":       true,
+		"quorum.auth.server.saslLoginContext":        true,
+		"quorum.auth.kerberos.servicePrincipal":      true,
+		"quorum.auth.kerberos.canonicalizeHostNames": true,
 
 		// The AdminServer over HTTPS.
 		"admin.forceHttps":      false,
@@ -72,6 +73,9 @@ var securityKeys = func() map[string]bool {
 		"authProvider",
 	} {
 		m["ssl."+s] = true
+		// The peer port's (cmd/zkd/zoocfg_quorum.go, the same loader): parsed when sslQuorum or
+		// portUnification is on, which is the only time they take effect.
+		m["ssl.quorum."+s] = true
 	}
 	for _, s := range sslSuffixes {
 		for _, p := range []string{"ssl.", "ssl.quorum."} {

@@ -1,0 +1,398 @@
+package consensus
+
+import (
+	"cmp"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// PeerTLS puts the peer port (Raft and the cluster RPC) under mutual TLS, ZooKeeper's
+// sslQuorum. Every accepted TLS connection must present a certificate that chains to the trust
+// store; with hostname verification (the default, ssl.quorum.hostnameVerification=true) it must
+// also come from the host of a configured member and name that host, and a dialled member's
+// certificate must name the host it was dialled at. See docs/security.md for what this does and
+// does not prove.
+//
+// The configurations are used as given for every connection, so a loader that reloads
+// certificates through GetCertificate, GetClientCertificate or GetConfigForClient keeps working.
+// They must not be modified after New.
+type PeerTLS struct {
+	// Server accepts peer connections: it must hold this member's certificate (Certificates,
+	// GetCertificate or GetConfigForClient) and the trust store for peers' certificates
+	// (ClientCAs, or GetConfigForClient). Its ClientAuth is ignored: a peer must always present
+	// a certificate that verifies (tls.RequireAndVerifyClientCert). Required.
+	Server *tls.Config
+	// Client dials peers: it presents this member's certificate (Certificates or
+	// GetClientCertificate) and verifies the peer's against RootCAs. ServerName is set per dial
+	// to the dialled member's host. Required unless DialPlaintext.
+	Client *tls.Config
+	// ClientFor, when set, replaces Client: it returns the configuration for dialling the member
+	// at host, which must present this member's certificate and verify the peer's chain, and its
+	// name unless SkipHostnameVerification. A loader that reloads its trust store uses it (a
+	// Client with InsecureSkipVerify and its own check could not learn the host of each dial).
+	ClientFor func(host string) *tls.Config
+	// SkipHostnameVerification checks certificates against the trust store only
+	// (ssl.quorum.hostnameVerification=false): any certificate the trust store accepts is a
+	// member, from any address. False (the default, as in ZooKeeper) also checks hosts as
+	// described on PeerTLS.
+	SkipHostnameVerification bool
+	// AcceptPlaintext also accepts peers that connect without TLS (ZooKeeper's portUnification
+	// on the quorum side, for a rolling change between plaintext and TLS). The first byte of a
+	// connection tells them apart: 0x16 opens a TLS handshake, zkd's plaintext peer connections
+	// start with 0x01 or 0x02. Plaintext peers are not authenticated. False refuses them.
+	AcceptPlaintext bool
+	// DialPlaintext dials peers without TLS while still accepting TLS connections (sslQuorum=false
+	// with portUnification=true: the first step of a rolling upgrade). It requires
+	// AcceptPlaintext. False dials every peer with TLS.
+	DialPlaintext bool
+}
+
+// Validate reports the first problem with t.
+func (t *PeerTLS) Validate() error {
+	switch {
+	case t.Server == nil:
+		return errors.New("consensus: config: TLS.Server is required")
+	case t.Server.ClientCAs == nil && t.Server.GetConfigForClient == nil:
+		// Without ClientCAs Go would verify peers against the system roots: any publicly
+		// issued certificate would make its holder a member.
+		return errors.New("consensus: config: TLS.Server needs ClientCAs, the trust store for peer certificates")
+	case len(t.Server.Certificates) == 0 && t.Server.GetCertificate == nil && t.Server.GetConfigForClient == nil:
+		return errors.New("consensus: config: TLS.Server has no certificate")
+	case t.DialPlaintext && !t.AcceptPlaintext:
+		return errors.New("consensus: config: TLS.DialPlaintext requires AcceptPlaintext (peers that dial plaintext must be accepted)")
+	case !t.DialPlaintext && t.Client == nil && t.ClientFor == nil:
+		return errors.New("consensus: config: TLS.Client is required unless DialPlaintext")
+	}
+	if !t.DialPlaintext && t.ClientFor == nil {
+		switch {
+		case t.Client.RootCAs == nil && t.Client.VerifyConnection == nil:
+			return errors.New("consensus: config: TLS.Client needs RootCAs, the trust store for peer certificates")
+		case len(t.Client.Certificates) == 0 && t.Client.GetClientCertificate == nil:
+			return errors.New("consensus: config: TLS.Client has no certificate to present")
+		}
+	}
+	return nil
+}
+
+// tlsRecordHandshake is the first byte of a TLS ClientHello record.
+const tlsRecordHandshake byte = 0x16
+
+// peerTLS is a node's side of PeerTLS: the configurations it handshakes with, the member hosts it
+// checks, and the log of refused peers.
+type peerTLS struct {
+	cfg      PeerTLS
+	server   *tls.Config
+	log      *slog.Logger
+	members  func() []string // the configured members' peer addresses
+	resolver *net.Resolver
+	refused  atomic.Int64 // accepted connections refused (no TLS, handshake, membership)
+	failed   failLog
+}
+
+func newPeerTLS(cfg PeerTLS, log *slog.Logger, members func() []string) *peerTLS {
+	p := &peerTLS{cfg: cfg, log: log, members: members, resolver: net.DefaultResolver}
+	p.server = cfg.Server.Clone()
+	p.server.ClientAuth = tls.RequireAndVerifyClientCert
+	if get := cfg.Server.GetConfigForClient; get != nil {
+		p.server.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+			c, err := get(hello)
+			if err != nil || c == nil {
+				return c, err
+			}
+			if c.ClientCAs == nil {
+				// Go would verify the peer against the system roots.
+				return nil, errors.New("consensus: peer TLS configuration without ClientCAs")
+			}
+			c = c.Clone()
+			c.ClientAuth = tls.RequireAndVerifyClientCert
+			return c, nil
+		}
+	}
+	return p
+}
+
+// client returns the configuration for dialling addr.
+func (p *peerTLS) client(addr string) (*tls.Config, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	if p.cfg.ClientFor != nil {
+		return p.cfg.ClientFor(host), nil
+	}
+	c := p.cfg.Client.Clone()
+	c.ServerName = host
+	if p.cfg.SkipHostnameVerification {
+		// Chain only: crypto/tls checks the name together with the chain, so it is skipped and
+		// the chain verified here.
+		roots, own := c.RootCAs, c.VerifyConnection
+		c.InsecureSkipVerify = true
+		c.VerifyConnection = func(cs tls.ConnectionState) error {
+			if err := verifyChain(cs, roots, x509.ExtKeyUsageServerAuth); err != nil {
+				return err
+			}
+			if own != nil {
+				return own(cs)
+			}
+			return nil
+		}
+	}
+	return c, nil
+}
+
+func verifyChain(cs tls.ConnectionState, roots *x509.CertPool, usage x509.ExtKeyUsage) error {
+	if len(cs.PeerCertificates) == 0 {
+		return errors.New("consensus: peer presented no certificate")
+	}
+	opts := x509.VerifyOptions{Roots: roots, Intermediates: x509.NewCertPool(), KeyUsages: []x509.ExtKeyUsage{usage}}
+	for _, c := range cs.PeerCertificates[1:] {
+		opts.Intermediates.AddCert(c)
+	}
+	_, err := cs.PeerCertificates[0].Verify(opts)
+	return err
+}
+
+// dial upgrades c, just dialled to addr, to TLS. The handshake is bounded by ctx.
+func (p *peerTLS) dial(ctx context.Context, c net.Conn, addr string) (net.Conn, error) {
+	cfg, err := p.client(addr)
+	if err != nil {
+		return nil, err
+	}
+	tc := tls.Client(c, cfg)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		p.failed.note(p.log, "dial "+addr, "TLS handshake with peer failed", "addr", addr, "err", err)
+		return nil, fmt.Errorf("consensus: TLS handshake with %s: %w", addr, err)
+	}
+	p.failed.ok(p.log, "dial "+addr, "TLS handshake with peer succeeds again", "addr", addr)
+	return tc, nil
+}
+
+// accept decides an accepted connection whose first byte is first (already read; c replays it)
+// and returns the connection to read the connection type from, or an error if it is refused.
+// c's deadline bounds the handshake.
+func (p *peerTLS) accept(ctx context.Context, c net.Conn, first byte) (net.Conn, error) {
+	remote := remoteHost(c)
+	key := "accept " + remote
+	if first != tlsRecordHandshake {
+		if !p.cfg.AcceptPlaintext {
+			p.refused.Add(1)
+			p.failed.note(p.log, key, "refused a plaintext peer connection: the peer port requires TLS (sslQuorum)", "remote", c.RemoteAddr())
+			return nil, errors.New("consensus: plaintext peer connection refused")
+		}
+		if !p.cfg.SkipHostnameVerification {
+			if _, err := p.memberHosts(ctx, remote); err != nil {
+				p.refused.Add(1)
+				p.failed.note(p.log, key, "refused a plaintext peer connection", "remote", c.RemoteAddr(), "err", err)
+				return nil, err
+			}
+		}
+		return c, nil
+	}
+	tc := tls.Server(c, p.server)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		p.refused.Add(1)
+		p.failed.note(p.log, key, "refused a peer: TLS handshake failed", "remote", c.RemoteAddr(), "err", err)
+		return nil, err
+	}
+	if !p.cfg.SkipHostnameVerification {
+		if err := p.checkMember(ctx, tc.ConnectionState(), remote); err != nil {
+			p.refused.Add(1)
+			p.failed.note(p.log, key, "refused a peer", "remote", c.RemoteAddr(), "err", err)
+			return nil, err
+		}
+	}
+	p.failed.ok(p.log, key, "accepted a peer again after refusals", "remote", c.RemoteAddr())
+	return tc, nil
+}
+
+// checkMember checks a verified client certificate from remote (an IP address): remote must be
+// the host of a configured member, and the certificate must name remote or that member's host
+// name.
+func (p *peerTLS) checkMember(ctx context.Context, cs tls.ConnectionState, remote string) error {
+	names, err := p.memberHosts(ctx, remote)
+	if err != nil {
+		return err
+	}
+	cert := cs.PeerCertificates[0]
+	if cert.VerifyHostname(remote) == nil {
+		return nil
+	}
+	for _, h := range names {
+		if cert.VerifyHostname(h) == nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("consensus: peer certificate (subject %q) names neither %s nor a member host name at that address %q",
+		cert.Subject.String(), remote, names)
+}
+
+// memberHosts returns the host names (not IP literals) of the configured members whose host is
+// remote, or an error if no member's host is. A member-to-be started with no Peers knows no
+// members until the leader reaches it: it accepts any address (the certificate must still name
+// it), since it has no state to protect and must let the leader in.
+func (p *peerTLS) memberHosts(ctx context.Context, remote string) ([]string, error) {
+	ip := net.ParseIP(remote)
+	var names []string
+	members := p.members()
+	if len(members) == 0 {
+		return nil, nil
+	}
+	found := false
+	for _, addr := range members {
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			continue
+		}
+		if hip := net.ParseIP(host); hip != nil {
+			found = found || (ip != nil && hip.Equal(ip))
+			continue
+		}
+		ips, err := p.resolver.LookupIPAddr(ctx, host)
+		if err != nil {
+			continue
+		}
+		if slices.ContainsFunc(ips, func(a net.IPAddr) bool { return ip != nil && a.IP.Equal(ip) }) {
+			found = true
+			names = append(names, host)
+		}
+	}
+	if !found {
+		return nil, fmt.Errorf("consensus: %s is not the host of a configured member", remote)
+	}
+	return names, nil
+}
+
+func remoteHost(c net.Conn) string {
+	a := c.RemoteAddr().String()
+	if h, _, err := net.SplitHostPort(a); err == nil {
+		return h
+	}
+	return a
+}
+
+// memberAddrs returns the peer addresses of the members in the latest Raft configuration and of
+// Config.Peers (a member-to-be has no configuration until the leader reaches it).
+func (n *Node) memberAddrs() []string {
+	var addrs []string
+	for _, p := range n.cfg.Peers {
+		addrs = append(addrs, p.Addr)
+	}
+	if r := n.raft; r != nil {
+		if f := r.GetConfiguration(); f.Error() == nil {
+			for _, s := range f.Configuration().Servers {
+				addrs = append(addrs, string(s.Address))
+			}
+		}
+	}
+	return addrs
+}
+
+// dialPeer dials a peer's port, with TLS unless configured otherwise, and sends the connection
+// type. An error means nothing of the connection's protocol was sent.
+func (n *Node) dialPeer(ctx context.Context, addr string, kind byte) (net.Conn, error) {
+	if n.tls != nil && !n.tls.cfg.DialPlaintext && kind == connRaft && addr == string(n.self) {
+		// The relay (relay.go) hands entries to this node's own Raft transport. Over TLS its
+		// certificate would have to name the loopback address it dials when listening on all
+		// interfaces; an in-process pipe needs no authentication at all.
+		local, remote := net.Pipe()
+		if !n.goTracked(func() { n.layer.handoff(remote) }) {
+			local.Close()
+			remote.Close()
+			return nil, ErrShutdown
+		}
+		return local, nil
+	}
+	c, err := n.cfg.Network.Dial(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	if n.tls != nil && !n.tls.cfg.DialPlaintext {
+		tc, err := n.tls.dial(ctx, c, addr)
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
+		c = tc
+	}
+	_ = c.SetWriteDeadline(time.Now().Add(handshakeTimeout))
+	if _, err := c.Write([]byte{kind}); err != nil {
+		c.Close()
+		return nil, err
+	}
+	_ = c.SetWriteDeadline(time.Time{})
+	return c, nil
+}
+
+// replayConn returns a byte already read from its connection before the rest.
+type replayConn struct {
+	net.Conn
+	first []byte
+}
+
+func (c *replayConn) Read(p []byte) (int, error) {
+	if len(c.first) > 0 {
+		n := copy(p, c.first)
+		c.first = c.first[n:]
+		return n, nil
+	}
+	return c.Conn.Read(p)
+}
+
+// failLog logs a failure for a key (a peer) once, then at most every peerLogEvery while it goes on,
+// and once when it stops, instead of once per attempt.
+type failLog struct {
+	every time.Duration // zero means peerLogEvery
+	mu    sync.Mutex
+	m     map[string]*peerFail
+}
+
+// maxFailKeys bounds the peers a failLog tracks.
+const maxFailKeys = 1024
+
+type peerFail struct {
+	since, logged time.Time
+	count         int
+}
+
+func (f *failLog) note(log *slog.Logger, key, msg string, args ...any) {
+	now := time.Now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.m == nil {
+		f.m = make(map[string]*peerFail)
+	}
+	e := f.m[key]
+	if e == nil {
+		if len(f.m) >= maxFailKeys {
+			// Refusals from this many addresses at once are a scan or a flood, not a
+			// misconfigured member: stay silent about new ones rather than grow without bound.
+			return
+		}
+		f.m[key] = &peerFail{since: now, logged: now, count: 1}
+		log.Warn(msg, args...)
+		return
+	}
+	e.count++
+	if now.Sub(e.logged) >= cmp.Or(f.every, peerLogEvery) {
+		e.logged = now
+		log.Warn(msg, append(args, "for", now.Sub(e.since).Round(time.Second), "failures", e.count)...)
+	}
+}
+
+func (f *failLog) ok(log *slog.Logger, key, msg string, args ...any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if e := f.m[key]; e != nil {
+		delete(f.m, key)
+		log.Info(msg, append(args, "failures", e.count)...)
+	}
+}
