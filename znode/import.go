@@ -140,8 +140,7 @@ func ImportTree(zxid int64, sessions []Session, nodes []RawNode) (*Tree, error) 
 // RawNodes calls fn for every node of the view in pre-order, children in name order, with its
 // persisted fields. fn's error stops the walk and is returned.
 func (v *View) RawNodes(fn func(RawNode) error) error {
-	var walk func(path string, n *node) error
-	walk = func(path string, n *node) error {
+	return v.walk(func(path string, n *node) error {
 		r := RawNode{
 			Path: path, Data: n.data, ACL: n.acl.list,
 			Czxid: n.czxid, Mzxid: n.mzxid, Pzxid: n.pzxid, Ctime: n.ctime, Mtime: n.mtime,
@@ -155,19 +154,6 @@ func (v *View) RawNodes(fn func(RawNode) error) error {
 		case kindTTL:
 			r.TTL = n.owner
 		}
-		if err := fn(r); err != nil {
-			return err
-		}
-		var err error
-		n.kids.ascend(func(c *node) bool {
-			p := path + "/" + c.name
-			if path == "/" {
-				p = "/" + c.name
-			}
-			err = walk(p, c)
-			return err == nil
-		})
-		return err
-	}
-	return walk("/", v.root)
+		return fn(r)
+	})
 }

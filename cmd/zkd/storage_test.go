@@ -347,32 +347,11 @@ func fourLetter(t *testing.T, addr, word string) string {
 func walkTree(t *testing.T, c *zk.Conn) map[string]string {
 	t.Helper()
 	out := map[string]string{}
-	var walk func(p string)
-	walk = func(p string) {
-		data, st, err := c.Get(p)
-		if err != nil {
-			t.Fatalf("get %s: %v", p, err)
-		}
-		acl, _, err := c.GetACL(p)
-		if err != nil {
-			t.Fatalf("getACL %s: %v", p, err)
-		}
-		out[p] = fmt.Sprintf("%q %+v %v", data, *st, acl)
-		kids, _, err := c.Children(p)
-		if err != nil {
-			t.Fatalf("children %s: %v", p, err)
-		}
-		for _, k := range kids {
-			child := p + "/" + k
-			if p == "/" {
-				child = "/" + k
-			}
-			if child != "/zookeeper" {
-				walk(child)
-			}
+	for p, e := range dumpTree(t, c) {
+		if p != "/zookeeper" && !strings.HasPrefix(p, "/zookeeper/") {
+			out[p] = fmt.Sprintf("%q %+v %v", e.Data, e.Stat, e.ACL)
 		}
 	}
-	walk("/")
 	return out
 }
 
