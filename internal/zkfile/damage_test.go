@@ -14,7 +14,7 @@ func zooKeeperFiles(t *testing.T) (string, string) {
 	t.Helper()
 	needZooKeeper(t)
 	dir := t.TempDir()
-	zkp := startZooKeeper(t, dir, map[string]string{"extendedTypesEnabled": "true", "snapCount": "40", "preAllocSize": "16"})
+	zkp := startZooKeeper(t, dir, zooKeeperExtra())
 	workload(t, zkp.ClientAddr(), 40)
 	if err := zkp.Stop(); err != nil {
 		t.Fatal(err)

@@ -55,6 +55,19 @@ func connect(t *testing.T, addr string) *zk.Conn {
 	}
 }
 
+// zooKeeperExtra is the zoo.cfg the workload needs: TTL nodes, frequent snapshots and small
+// logs, a super user (the reader reads every node and ACL as super, and quotas need it), and the
+// SASL provider (so that a sasl ACL is valid).
+func zooKeeperExtra() map[string]string {
+	return map[string]string{
+		"extendedTypesEnabled": "true",
+		"snapCount":            "40", // a snapshot, and a new log, every 20 to 40 transactions
+		"preAllocSize":         "16", // KiB of zero padding after each log's end
+		"DigestAuthenticationProvider.superDigest": znode.DigestID("super", "pw"),
+		"authProvider.1": "org.apache.zookeeper.server.auth.SASLAuthenticationProvider",
+	}
+}
+
 // startZooKeeper launches a standalone ZooKeeper in dir with extra zoo.cfg keys and waits for it.
 func startZooKeeper(t *testing.T, dir string, extra map[string]string) *apachezk.Process {
 	t.Helper()
@@ -276,14 +289,7 @@ func TestLoadMatchesZooKeeper(t *testing.T) {
 	for _, comp := range []string{"", "gz", "snappy"} {
 		t.Run("compression="+comp, func(t *testing.T) {
 			dir := t.TempDir()
-			extra := map[string]string{
-				"extendedTypesEnabled": "true",
-				"snapCount":            "40", // a snapshot, and a new log, every 20 to 40 transactions
-				"preAllocSize":         "16", // KiB of zero padding after each log's end
-				// The reader authenticates as super, so that it reads every node and ACL.
-				"DigestAuthenticationProvider.superDigest": znode.DigestID("super", "pw"),
-				"authProvider.1": "org.apache.zookeeper.server.auth.SASLAuthenticationProvider",
-			}
+			extra := zooKeeperExtra()
 			if comp != "" {
 				extra["snapshot.compression.method"] = comp
 			}
