@@ -16,6 +16,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/zkd-io/zkd/internal/apachezk"
+	"github.com/zkd-io/zkd/jute"
 	"github.com/zkd-io/zkd/znode"
 )
 
@@ -252,6 +253,28 @@ func dumpState(s *State) map[string]entry {
 	return out
 }
 
+// dumpView is dumpLive's view of a zkd tree, as zkd's server reads it.
+func dumpView(t *testing.T, v *znode.View) map[string]entry {
+	out := map[string]entry{}
+	err := v.Walk(func(p string, data []byte, st jute.Stat) error {
+		list, _ := v.ACL(p)
+		acl := make([]zk.ACL, 0, len(list))
+		for _, a := range list {
+			acl = append(acl, zk.ACL{Perms: a.Perms, Scheme: a.ID.Scheme, ID: a.ID.ID})
+		}
+		out[p] = entry{Data: data, ACL: acl, Stat: zk.Stat{
+			Czxid: st.Czxid, Mzxid: st.Mzxid, Ctime: st.Ctime, Mtime: st.Mtime, Version: st.Version,
+			Cversion: st.Cversion, Aversion: st.Aversion, EphemeralOwner: st.EphemeralOwner,
+			DataLength: st.DataLength, NumChildren: st.NumChildren, Pzxid: st.Pzxid,
+		}}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
 func diff(t *testing.T, what string, got, want map[string]entry) {
 	t.Helper()
 	var bad []string
@@ -339,7 +362,14 @@ func TestLoadMatchesZooKeeper(t *testing.T) {
 			if err := reader2.AddAuth("digest", []byte("super:pw")); err != nil {
 				t.Fatal(err)
 			}
-			diff(t, "state vs ZooKeeper restarted on the same files", dumpState(st), dumpLive(t, reader2))
+			restarted := dumpLive(t, reader2)
+			diff(t, "state vs ZooKeeper restarted on the same files", dumpState(st), restarted)
+			// The tree zkd import builds from it serves the same, field for field.
+			tree, err := st.Tree()
+			if err != nil {
+				t.Fatal(err)
+			}
+			diff(t, "zkd's imported tree vs ZooKeeper restarted", dumpView(t, tree.View()), restarted)
 		})
 	}
 }
