@@ -743,8 +743,8 @@ func (c *cutoverClient) line(t *testing.T, prefixes ...string) string {
 	}
 }
 
-// kazoo and the Java client, connected to ZooKeeper, ride through the move to zkd with their
-// sessions, ephemerals and watches.
+// kazoo and the Java client, connected to ZooKeeper with a connect string that also lists
+// zkd's address, ride through the move to zkd with their sessions, ephemerals and watches.
 func TestImportKeepsKazooAndJavaSessions(t *testing.T) {
 	if err := apachezk.Installed(); err != nil {
 		t.Skipf("real ZooKeeper is not installed: %v", err)
@@ -764,11 +764,13 @@ func TestImportKeepsKazooAndJavaSessions(t *testing.T) {
 		t.Skip("no java")
 	}
 	dir := t.TempDir()
-	ports, err := apachezk.FreePorts(1)
+	ports, err := apachezk.FreePorts(2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
+	// zkd takes over on another address; the clients' connect string lists both.
+	addr, zkdAddr := fmt.Sprintf("127.0.0.1:%d", ports[0]), fmt.Sprintf("127.0.0.1:%d", ports[1])
+	both := addr + "," + zkdAddr
 	zkDir := filepath.Join(dir, "zookeeper")
 	zkp, err := apachezk.Launch(apachezk.ServerConfig{Dir: zkDir, ClientAddr: addr})
 	if err != nil {
@@ -790,8 +792,8 @@ func TestImportKeepsKazooAndJavaSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 	clients := []*cutoverClient{
-		startCutoverClient(t, "kazoo", py, filepath.Join(src, "cutover_client.py"), addr),
-		startCutoverClient(t, "java", java, "-cp", apachezk.Jar, filepath.Join(src, "CutoverClient.java"), addr),
+		startCutoverClient(t, "kazoo", py, filepath.Join(src, "cutover_client.py"), both),
+		startCutoverClient(t, "java", java, "-cp", apachezk.Jar, filepath.Join(src, "CutoverClient.java"), both),
 	}
 	for _, c := range clients {
 		t.Logf("%s: %s", c.name, c.line(t, "READY", "FAIL"))
@@ -806,12 +808,12 @@ func TestImportKeepsKazooAndJavaSessions(t *testing.T) {
 		t.Fatalf("zkd import: exit %d\n%s", code, out.String())
 	}
 	cfg := filepath.Join(dir, "zoo.cfg")
-	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("dataDir=%s\nclientPort=%d\nclientPortAddress=127.0.0.1\nadmin.enableServer=false\n", data, ports[0])), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("dataDir=%s\nclientPort=%d\nclientPortAddress=127.0.0.1\nadmin.enableServer=false\n", data, ports[1])), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	p := startZkd(t, "-config", cfg)
-	waitRuok(t, addr, p)
-	c, _ := sessionOf(t, addr, 30*time.Second)
+	waitRuok(t, zkdAddr, p)
+	c, _ := sessionOf(t, zkdAddr, 30*time.Second)
 	if _, err := c.Set("/watched", []byte("v1"), -1); err != nil {
 		t.Fatal(err)
 	}
