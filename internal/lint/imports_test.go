@@ -85,6 +85,9 @@ func TestLayering(t *testing.T) {
 			"server talks to consensus, never to Raft directly"},
 		{"sasl", func(p string) bool { return !strings.HasPrefix(p, module+"/") },
 			"sasl mechanisms know nothing of zkd: the server calls them through sasl.Exchange"},
+		{"internal/zkfile", func(p string) bool {
+			return !strings.HasPrefix(p, module+"/") || p == module+"/jute" || p == module+"/znode"
+		}, "zkfile is pure: it reads ZooKeeper's files into znode values and knows no server or consensus"},
 		{"recipes", func(p string) bool { return !strings.HasPrefix(p, module+"/") || p == module+"/recipes" },
 			"recipes run on go-zookeeper/zk against any server: no zkd internals"},
 		{"conformance", func(p string) bool {
