@@ -79,6 +79,9 @@ type runRecord struct {
 	Repeat   int    `json:"repeat"`
 	Result   result `json:"result"`
 	Err      string `json:"error,omitempty"`
+	// ServerCPU is the CPU time (user and system) every server process of the topology used
+	// during the run, in seconds; zero when it could not be read.
+	ServerCPU float64 `json:"server_cpu_s,omitempty"`
 }
 
 // memRecord is one memory, startup and recovery measurement.
@@ -289,14 +292,18 @@ func compareTopology(ctx context.Context, o compareOptions, cmp *comparison, spe
 				// Whatever the previous run left dirty in the page cache (snapshot files need
 				// not be fsynced) is written back now, not during this run.
 				syscall.Sync()
+				cpu0, cpuErr := servers[kind].cpuSeconds()
 				res, err := run(ctx, cfg, nil)
 				rec := runRecord{Topology: topo, Bench: spec.Name, Server: kind, Repeat: rep, Result: res}
+				if cpu1, err1 := servers[kind].cpuSeconds(); cpuErr == nil && err1 == nil {
+					rec.ServerCPU = cpu1 - cpu0
+				}
 				if err != nil {
 					rec.Err = err.Error()
 				}
 				cmp.Runs = append(cmp.Runs, rec)
-				logf("%s rep %d %-28s %-9s %9.0f/s p50 %7.0fus p99 %8.0fus errors %d %s",
-					topo, rep+1, spec.Name, kind, res.Throughput, res.Latency.P50, res.Latency.P99, res.Errors, rec.Err)
+				logf("%s rep %d %-28s %-9s %9.0f/s p50 %7.0fus p99 %8.0fus cpu %.1fs errors %d %s",
+					topo, rep+1, spec.Name, kind, res.Throughput, res.Latency.P50, res.Latency.P99, rec.ServerCPU, res.Errors, rec.Err)
 			}
 		}
 	}

@@ -226,6 +226,48 @@ func (s *server) waitReady(ctx context.Context, timeout time.Duration) error {
 	}
 }
 
+// cpuSeconds returns the CPU time (user and system) the topology's server processes have used
+// so far, summed over its nodes, from /proc/PID/stat (Linux; its clock ticks are USER_HZ, 100 a
+// second on every Linux this runs on).
+func (s *server) cpuSeconds() (float64, error) {
+	var total float64
+	for i := range s.nodeCount() {
+		pid, err := s.pid(i)
+		if err != nil {
+			return 0, err
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return 0, err
+		}
+		// The command name (field 2) may hold spaces; fields 14 and 15 (utime, stime) count
+		// from after its closing parenthesis.
+		rest := string(b)
+		if j := strings.LastIndexByte(rest, ')'); j >= 0 {
+			rest = rest[j+1:]
+		}
+		f := strings.Fields(rest)
+		if len(f) < 13 {
+			return 0, fmt.Errorf("zkbench: /proc/%d/stat: too few fields", pid)
+		}
+		ut, err1 := strconv.ParseFloat(f[11], 64)
+		st, err2 := strconv.ParseFloat(f[12], 64)
+		if err1 != nil || err2 != nil {
+			return 0, fmt.Errorf("zkbench: /proc/%d/stat: bad utime or stime", pid)
+		}
+		total += (ut + st) / 100
+	}
+	return total, nil
+}
+
+// nodeCount is the number of server processes.
+func (s *server) nodeCount() int {
+	if s.kind == kindZkd {
+		return len(s.cmds)
+	}
+	return len(s.zk)
+}
+
 // pid returns the process id of node i.
 func (s *server) pid(i int) (int, error) {
 	if s.kind == kindZkd {

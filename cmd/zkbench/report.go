@@ -19,6 +19,8 @@ type aggregate struct {
 	unit                          string
 	clients, conns                int
 	kinds                         map[string]int64 // errors by kind, over all runs
+	// cpuPerK is the servers' CPU seconds per 1,000 operations (median); zero when unknown.
+	cpuPerK float64
 }
 
 func median(v []float64) float64 {
@@ -36,7 +38,7 @@ func median(v []float64) float64 {
 // aggregateRuns returns the medians of the successful runs matching topology, bench and server.
 func aggregateRuns(runs []runRecord, topo, bench, kind string) (aggregate, bool) {
 	var a aggregate
-	var tp, p50, p90, p99, p999, mx []float64
+	var tp, p50, p90, p99, p999, mx, cpu []float64
 	for _, r := range runs {
 		if r.Topology != topo || r.Bench != bench || r.Server != kind {
 			continue
@@ -47,6 +49,9 @@ func aggregateRuns(runs []runRecord, topo, bench, kind string) (aggregate, bool)
 		}
 		l := r.Result.Latency
 		tp = append(tp, r.Result.Throughput)
+		if r.ServerCPU > 0 {
+			cpu = append(cpu, r.ServerCPU/float64(r.Result.Ops)*1000)
+		}
 		p50, p90, p99 = append(p50, l.P50), append(p90, l.P90), append(p99, l.P99)
 		p999, mx = append(p999, l.P999), append(mx, l.Max)
 		a.errors += r.Result.Errors
@@ -63,7 +68,16 @@ func aggregateRuns(runs []runRecord, topo, bench, kind string) (aggregate, bool)
 		return a, a.failed > 0
 	}
 	a.tput, a.p50, a.p90, a.p99, a.p999, a.mx = median(tp), median(p50), median(p90), median(p99), median(p999), median(mx)
+	a.cpuPerK = median(cpu)
 	return a, true
+}
+
+// cpuPerK formats CPU seconds per 1,000 operations; – when unknown.
+func cpuPerK(s float64) string {
+	if s <= 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.3f", s)
 }
 
 // ms formats microseconds as milliseconds.
@@ -174,16 +188,16 @@ func renderReport(c *comparison) string {
 						u = zd
 					}
 					p("### %s\n\n%s per op; %d clients over %d connections.\n\n", spec, u.unit, u.clients, u.conns)
-					p("| topology | server | ops/s | p50 | p90 | p99 | p99.9 | max | errors | failed runs |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+					p("| topology | server | ops/s | p50 | p90 | p99 | p99.9 | max | server CPU s per 1k ops | errors | failed runs |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 					header = true
 				}
 				row := func(name string, a aggregate) {
 					if a.n == 0 {
-						p("| %s | %s | – | – | – | – | – | – | – | %d |\n", topo, name, a.failed)
+						p("| %s | %s | – | – | – | – | – | – | – | – | %d |\n", topo, name, a.failed)
 						return
 					}
-					p("| %s | %s | %.0f | %s | %s | %s | %s | %s | %d | %d |\n", topo, name, a.tput,
-						ms(a.p50), ms(a.p90), ms(a.p99), ms(a.p999), ms(a.mx), a.errors, a.failed)
+					p("| %s | %s | %.0f | %s | %s | %s | %s | %s | %s | %d | %d |\n", topo, name, a.tput,
+						ms(a.p50), ms(a.p90), ms(a.p99), ms(a.p999), ms(a.mx), cpuPerK(a.cpuPerK), a.errors, a.failed)
 				}
 				row(kindZooKeeper, zk)
 				for _, a := range []struct {
@@ -197,8 +211,9 @@ func renderReport(c *comparison) string {
 				if c.ZkdReason == "" || okZd {
 					row(kindZkd, zd)
 					if zk.n > 0 && zd.n > 0 {
-						p("| %s | zkd/ZooKeeper | %s | %s | %s | %s | %s | %s | | |\n", topo, ratio(zd.tput, zk.tput),
-							ratio(zd.p50, zk.p50), ratio(zd.p90, zk.p90), ratio(zd.p99, zk.p99), ratio(zd.p999, zk.p999), ratio(zd.mx, zk.mx))
+						p("| %s | zkd/ZooKeeper | %s | %s | %s | %s | %s | %s | %s | | |\n", topo, ratio(zd.tput, zk.tput),
+							ratio(zd.p50, zk.p50), ratio(zd.p90, zk.p90), ratio(zd.p99, zk.p99), ratio(zd.p999, zk.p999), ratio(zd.mx, zk.mx),
+							ratio(zd.cpuPerK, zk.cpuPerK))
 					}
 				}
 			}
