@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -23,6 +24,7 @@ func importCmd(args []string, stdout, stderr io.Writer) int {
 	fs.Var(&fromLogs, "from-log", "ZooKeeper's dataLogDir when it is not dataDir (holding version-2/log.*); repeated in the order of -from")
 	data := fs.String("data", "", "the new zkd server's data directory (must hold no zkd data)")
 	configPath := fs.String("config", "", "the new server's zoo.cfg: its myid and the cluster's members (default: standalone); seed every member from the same files")
+	ignoreDigest := fs.Bool("ignore-digest", false, "import even when the rebuilt tree's digest differs from the one ZooKeeper logged (ZooKeeper only logs that; zkd refuses by default)")
 	if fs.Parse(args) != nil || fs.NArg() != 0 || len(froms) == 0 || *data == "" || (len(fromLogs) != 0 && len(fromLogs) != len(froms)) {
 		fs.Usage()
 		return 2
@@ -41,10 +43,17 @@ func importCmd(args []string, stdout, stderr io.Writer) int {
 		if len(fromLogs) > 0 {
 			logDir = fromLogs[i]
 		}
-		s, r, err := zkfile.Load(from, logDir)
+		s, r, err := zkfile.LoadWith(from, logDir, zkfile.Options{IgnoreDigest: *ignoreDigest})
+		if errors.Is(err, zkfile.ErrDigest) {
+			fmt.Fprintf(stderr, "zkd import: %s: %v\nThe files do not rebuild the tree ZooKeeper had (or zkd replays them differently: please report it). Check ZooKeeper's own log for a digest mismatch; -ignore-digest imports anyway.\n", from, err)
+			return 1
+		}
 		if err != nil {
 			fmt.Fprintf(stderr, "zkd import: %v\n", err)
 			return 1
+		}
+		if r.DigestMismatch != "" {
+			fmt.Fprintf(stderr, "zkd import: %s: WARNING, imported anyway (-ignore-digest): %s\n", from, r.DigestMismatch)
 		}
 		for _, sk := range r.SkippedSnaps {
 			fmt.Fprintf(stderr, "zkd import: passed over a snapshot that does not verify: %s\n", sk)

@@ -18,6 +18,20 @@ type Report struct {
 	Logs         []string // the log files replayed
 	TornLogs     []string // logs that ended in a partly written entry (a crash; not an error)
 	Txns         int      // transactions applied after the snapshot
+	// DigestChecked reports that the rebuilt tree's digest was compared with the one ZooKeeper
+	// logged after the last transaction (3.6 and later log one) and matched.
+	DigestChecked bool
+	// DigestMismatch describes a digest that did not match, when Options.IgnoreDigest let the
+	// load go on.
+	DigestMismatch string
+}
+
+// Options adjust Load.
+type Options struct {
+	// IgnoreDigest reports a tree digest that differs from ZooKeeper's logged one in
+	// Report.DigestMismatch instead of failing. ZooKeeper itself only logs such a mismatch; zkd
+	// refuses by default, since the tree would not be the one ZooKeeper had.
+	IgnoreDigest bool
 }
 
 // version2 returns dir/version-2 when it exists, else dir itself (the caller may name either).
@@ -77,6 +91,11 @@ func sign(x int64) int64 {
 // As ZooKeeper does, it takes the newest snapshot that verifies, then applies every logged
 // transaction after it. A damaged log entry is an error: ZooKeeper refuses to start on one too.
 func Load(dataDir, logDir string) (*State, *Report, error) {
+	return LoadWith(dataDir, logDir, Options{})
+}
+
+// LoadWith is Load with options.
+func LoadWith(dataDir, logDir string, opts Options) (*State, *Report, error) {
 	if logDir == "" {
 		logDir = dataDir
 	}
@@ -99,7 +118,10 @@ func Load(dataDir, logDir string) (*State, *Report, error) {
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, nil, err
 	}
-	var t *tree
+	var (
+		t    *tree
+		last *Txn // the last transaction applied
+	)
 	if snap == nil {
 		if len(snaps) > 0 {
 			return nil, nil, fmt.Errorf("no snapshot in %s verifies: %s", version2(dataDir), strings.Join(rep.SkippedSnaps, "; "))
@@ -133,10 +155,24 @@ func Load(dataDir, logDir string) (*State, *Report, error) {
 			}
 			t.apply(x)
 			rep.Txns++
+			last = x
 		}
 	}
 	t.quotaStats()
-	return t.state(), rep, nil
+	st := t.state()
+	// ZooKeeper logs the tree's digest after each transaction: the rebuilt tree must have it.
+	if last != nil && last.Digest != nil && last.Digest.Version == digestVersion {
+		if got := st.Digest(); got != last.Digest.Value {
+			err := fmt.Errorf("%w: after zxid %#x ZooKeeper logged %#x, the rebuilt tree gives %#x", ErrDigest, last.Header.Zxid, uint64(last.Digest.Value), uint64(got))
+			if !opts.IgnoreDigest {
+				return nil, nil, err
+			}
+			rep.DigestMismatch = err.Error()
+		} else {
+			rep.DigestChecked = true
+		}
+	}
+	return st, rep, nil
 }
 
 // initialSnapshot is the tree a new ZooKeeper starts with: the root, /zookeeper,

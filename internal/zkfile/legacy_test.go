@@ -2,7 +2,10 @@ package zkfile
 
 import (
 	"bytes"
+	"errors"
 	"hash/adler32"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/zkd-io/zkd/jute"
@@ -213,5 +216,74 @@ func TestSnapshotRoundTrip(t *testing.T) {
 		if g == nil || g.ClientStat() != w.ClientStat() || !bytes.Equal(g.Data, w.Data) || g.Stat.EphemeralOwner != w.Stat.EphemeralOwner {
 			t.Errorf("%s: got %+v, want %+v", p, g, w)
 		}
+	}
+}
+
+// A log whose last tree digest does not match the rebuilt tree stops the load: the files do not
+// hold the state ZooKeeper had, and an import must not go on with a different tree.
+func TestLoadChecksTheLoggedDigest(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		digest func(*State) int64
+		want   error
+	}{
+		{"right digest", func(s *State) int64 { return s.Digest() }, nil},
+		{"wrong digest", func(s *State) int64 { return s.Digest() + 1 }, ErrDigest},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			v2 := filepath.Join(dir, "version-2")
+			if err := os.MkdirAll(v2, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			base, _ := newTree(initialSnapshot())
+			zt, err := base.state().Tree()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var snap bytes.Buffer
+			if err := WriteSnapshot(&snap, nil, zt.View().RawNodes); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(v2, "snapshot.0"), snap.Bytes(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			// The tree after the create, to write its digest into the log.
+			create := func(e *jute.Encoder) {
+				e.String("/a")
+				e.Buffer([]byte("x"))
+				worldACL(e)
+				e.Bool(false)
+				e.Int32(1)
+			}
+			probe := newLog()
+			probe.add(3, 1, jute.OpCreate, create)
+			lg, err := ReadLog(bytes.NewReader(probe.b.Bytes()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			after, _ := newTree(initialSnapshot())
+			after.apply(&lg.Txns[0])
+			d := tc.digest(after.state())
+			l := newLog()
+			l.add(3, 1, jute.OpCreate, func(e *jute.Encoder) { create(e); e.Int32(digestVersion); e.Int64(d) })
+			if err := os.WriteFile(filepath.Join(v2, "log.1"), l.b.Bytes(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			st, rep, err := Load(dir, "")
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("Load: %v, want %v", err, tc.want)
+			}
+			if tc.want == nil && (!rep.DigestChecked || st.Nodes["/a"] == nil) {
+				t.Errorf("digest checked %v, /a %v", rep.DigestChecked, st.Nodes["/a"])
+			}
+			if tc.want != nil {
+				// IgnoreDigest goes on and says so.
+				st, rep, err := LoadWith(dir, "", Options{IgnoreDigest: true})
+				if err != nil || rep.DigestMismatch == "" || rep.DigestChecked || st.Nodes["/a"] == nil {
+					t.Errorf("IgnoreDigest: %v, %+v", err, rep)
+				}
+			}
+		})
 	}
 }

@@ -337,8 +337,11 @@ func TestLoadMatchesZooKeeper(t *testing.T) {
 				saveSeed(t, rep.Snapshot, filepath.Join(keep, "snapshot"))
 				saveSeed(t, rep.Logs[0], filepath.Join(keep, "log"))
 			}
-			t.Logf("loaded %s and %d logs (%d transactions after it); %d nodes, %d sessions",
-				rep.Snapshot, len(rep.Logs), rep.Txns, len(st.Nodes), len(st.Sessions))
+			t.Logf("loaded %s and %d logs (%d transactions after it); %d nodes, %d sessions; digest checked: %v",
+				rep.Snapshot, len(rep.Logs), rep.Txns, len(st.Nodes), len(st.Sessions), rep.DigestChecked)
+			if rep.Txns > 0 && !rep.DigestChecked {
+				t.Error("ZooKeeper 3.8 logs a tree digest after every transaction, yet the digest was not checked")
+			}
 			if comp != "" && !strings.HasSuffix(rep.Snapshot, "."+comp) {
 				t.Errorf("snapshot %s is not %s-compressed", rep.Snapshot, comp)
 			}
