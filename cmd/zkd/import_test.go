@@ -509,6 +509,64 @@ func TestExportLoadsInZooKeeper(t *testing.T) {
 		t.Fatal(err)
 	}
 	diffTrees(t, dumpTree(t, zr), want)
+	zr.Close()
+	if err := zkp.Stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	// A three-server ensemble, every member given the same export, serves the same tree too.
+	// (/zookeeper/config is then the ensemble's own membership, which ZooKeeper writes itself.)
+	snaps, err := filepath.Glob(filepath.Join(zkDir, "data", "version-2", "snapshot.*"))
+	if err != nil || len(snaps) == 0 {
+		t.Fatalf("no exported snapshot: %v", err)
+	}
+	export, err := os.ReadFile(snaps[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	eports, err := apachezk.FreePorts(9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var servers, clients []string
+	for i := range 3 {
+		servers = append(servers, fmt.Sprintf("server.%d=127.0.0.1:%d:%d", i+1, eports[3+i], eports[6+i]))
+		clients = append(clients, fmt.Sprintf("127.0.0.1:%d", eports[i]))
+	}
+	var members []*apachezk.Process
+	for i := range 3 {
+		mdir := filepath.Join(dir, fmt.Sprintf("zk%d", i+1))
+		v2 := filepath.Join(mdir, "data", "version-2")
+		if err := os.MkdirAll(v2, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(v2, filepath.Base(snaps[0])), export, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		m, err := apachezk.Launch(apachezk.ServerConfig{Dir: mdir, ClientAddr: clients[i], ID: i + 1, Servers: servers, HeapMB: 256,
+			Extra: map[string]string{"extendedTypesEnabled": "true", "DigestAuthenticationProvider.superDigest": super}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = m.Stop() })
+		members = append(members, m)
+	}
+	for _, m := range members {
+		ctx, cancel := context.WithTimeout(t.Context(), 120*time.Second)
+		err := m.WaitReady(ctx)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	ze, _ := sessionOf(t, strings.Join(clients, ","), 30*time.Second)
+	if err := ze.AddAuth("digest", []byte("super:pw")); err != nil {
+		t.Fatal(err)
+	}
+	got := dumpTree(t, ze)
+	delete(got, "/zookeeper/config")
+	delete(want, "/zookeeper/config")
+	diffTrees(t, got, want)
 }
 
 // The move of a three-server ensemble: stop ZooKeeper, import the member with the highest zxid
