@@ -9,12 +9,17 @@ import (
 )
 
 // zooKeeperFiles runs the workload on a real ZooKeeper, stops it and returns its dataDir and
-// dataLogDir.
-func zooKeeperFiles(t *testing.T) (string, string) {
+// dataLogDir. snapCount, when not empty, replaces the workload's (which rolls snapshots and logs
+// every 20 to 40 transactions).
+func zooKeeperFiles(t *testing.T, snapCount string) (string, string) {
 	t.Helper()
 	needZooKeeper(t)
 	dir := t.TempDir()
-	zkp := startZooKeeper(t, dir, zooKeeperExtra())
+	extra := zooKeeperExtra()
+	if snapCount != "" {
+		extra["snapCount"] = snapCount
+	}
+	zkp := startZooKeeper(t, dir, extra)
 	workload(t, zkp.ClientAddr(), 40)
 	if err := zkp.Stop(); err != nil {
 		t.Fatal(err)
@@ -43,7 +48,7 @@ func logEntries(t *testing.T, path string) (offs, sizes []int64) {
 // A newest snapshot that fails its checksum is passed over, as ZooKeeper does: the state comes
 // from the one before it and the logs, and is the same.
 func TestLoadSkipsDamagedNewestSnapshot(t *testing.T) {
-	data, logs := zooKeeperFiles(t)
+	data, logs := zooKeeperFiles(t, "")
 	want, rep, err := Load(data, logs)
 	if err != nil {
 		t.Fatal(err)
@@ -72,7 +77,8 @@ func TestLoadSkipsDamagedNewestSnapshot(t *testing.T) {
 // A complete log entry whose checksum fails stops the load with an error naming the file: the
 // state would silently differ otherwise. ZooKeeper refuses to start on it too.
 func TestLoadRefusesDamagedLogEntry(t *testing.T) {
-	data, logs := zooKeeperFiles(t)
+	// No rolling: the one log holds every transaction, so it has entries to damage.
+	data, logs := zooKeeperFiles(t, "100000")
 	_, rep, err := Load(data, logs)
 	if err != nil {
 		t.Fatal(err)
@@ -96,7 +102,9 @@ func TestLoadRefusesDamagedLogEntry(t *testing.T) {
 
 // A log whose last entry a crash cut short ends before that entry, as in ZooKeeper.
 func TestLoadTornLogTail(t *testing.T) {
-	data, logs := zooKeeperFiles(t)
+	// No rolling: the last log holds every transaction, so its last entry can be cut with
+	// others before it (with rolling, the last log may hold a single entry).
+	data, logs := zooKeeperFiles(t, "100000")
 	full, rep, err := Load(data, logs)
 	if err != nil {
 		t.Fatal(err)
