@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/zkd-io/zkd/internal/zktest"
 )
 
 // runZkdTool runs the binary to completion and returns its exit status and output.
@@ -347,7 +349,7 @@ func fourLetter(t *testing.T, addr, word string) string {
 func walkTree(t *testing.T, c *zk.Conn) map[string]string {
 	t.Helper()
 	out := map[string]string{}
-	for p, e := range dumpTree(t, c) {
+	for p, e := range zktest.DumpTree(t, c) {
 		if p != "/zookeeper" && !strings.HasPrefix(p, "/zookeeper/") {
 			out[p] = fmt.Sprintf("%q %+v %v", e.Data, e.Stat, e.ACL)
 		}

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/zkd-io/zkd/internal/zktest"
 )
 
 // zooKeeperFiles runs the workload on a real ZooKeeper, stops it and returns its dataDir and
@@ -71,7 +73,7 @@ func TestLoadSkipsDamagedNewestSnapshot(t *testing.T) {
 	if got.Zxid != want.Zxid {
 		t.Errorf("zxid %#x, want %#x", got.Zxid, want.Zxid)
 	}
-	diff(t, "state from the older snapshot", dumpState(got), dumpState(want))
+	zktest.DiffTrees(t, "state from the older snapshot", dumpState(got), dumpState(want))
 }
 
 // A complete log entry whose checksum fails stops the load with an error naming the file: the

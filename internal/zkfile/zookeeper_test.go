@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +14,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/zkd-io/zkd/internal/apachezk"
+	"github.com/zkd-io/zkd/internal/zktest"
 	"github.com/zkd-io/zkd/jute"
 	"github.com/zkd-io/zkd/znode"
 )
@@ -197,43 +196,9 @@ func saveSeed(t *testing.T, from, dir string) {
 	}
 }
 
-// entry is everything a client can see of one znode.
-type entry struct {
-	Data []byte
-	ACL  []zk.ACL
-	Stat zk.Stat
-}
-
-// dumpLive reads the whole tree through a client.
-func dumpLive(t *testing.T, c *zk.Conn) map[string]entry {
-	out := map[string]entry{}
-	var walk func(p string)
-	walk = func(p string) {
-		data, st, err := c.Get(p)
-		if err != nil {
-			t.Fatalf("get %s: %v", p, err)
-		}
-		acl, _, err := c.GetACL(p)
-		if err != nil {
-			t.Fatalf("getACL %s: %v", p, err)
-		}
-		out[p] = entry{Data: data, ACL: acl, Stat: *st}
-		kids, _, err := c.Children(p)
-		if err != nil {
-			t.Fatalf("children %s: %v", p, err)
-		}
-		slices.Sort(kids)
-		for _, k := range kids {
-			walk(path.Join(p, k))
-		}
-	}
-	walk("/")
-	return out
-}
-
-// dumpState is dumpLive's view of a loaded State.
-func dumpState(s *State) map[string]entry {
-	out := map[string]entry{}
+// dumpState is zktest.DumpTree's view of a loaded State.
+func dumpState(s *State) map[string]zktest.Znode {
+	out := map[string]zktest.Znode{}
 	for p, n := range s.Nodes {
 		acl := make([]zk.ACL, 0, len(n.ACL))
 		for _, a := range n.ACL {
@@ -243,7 +208,7 @@ func dumpState(s *State) map[string]entry {
 			acl = zk.WorldACL(zk.PermAll)
 		}
 		cs := n.ClientStat()
-		e := entry{Data: n.Data, ACL: acl, Stat: zk.Stat{
+		e := zktest.Znode{Data: n.Data, ACL: acl, Stat: zk.Stat{
 			Czxid: cs.Czxid, Mzxid: cs.Mzxid, Ctime: cs.Ctime, Mtime: cs.Mtime, Version: cs.Version,
 			Cversion: cs.Cversion, Aversion: cs.Aversion, EphemeralOwner: cs.EphemeralOwner,
 			DataLength: cs.DataLength, NumChildren: cs.NumChildren, Pzxid: cs.Pzxid,
@@ -253,16 +218,16 @@ func dumpState(s *State) map[string]entry {
 	return out
 }
 
-// dumpView is dumpLive's view of a zkd tree, as zkd's server reads it.
-func dumpView(t *testing.T, v *znode.View) map[string]entry {
-	out := map[string]entry{}
+// dumpView is zktest.DumpTree's view of a zkd tree, as zkd's server reads it.
+func dumpView(t *testing.T, v *znode.View) map[string]zktest.Znode {
+	out := map[string]zktest.Znode{}
 	err := v.Walk(func(p string, data []byte, st jute.Stat) error {
 		list, _ := v.ACL(p)
 		acl := make([]zk.ACL, 0, len(list))
 		for _, a := range list {
 			acl = append(acl, zk.ACL{Perms: a.Perms, Scheme: a.ID.Scheme, ID: a.ID.ID})
 		}
-		out[p] = entry{Data: data, ACL: acl, Stat: zk.Stat{
+		out[p] = zktest.Znode{Data: data, ACL: acl, Stat: zk.Stat{
 			Czxid: st.Czxid, Mzxid: st.Mzxid, Ctime: st.Ctime, Mtime: st.Mtime, Version: st.Version,
 			Cversion: st.Cversion, Aversion: st.Aversion, EphemeralOwner: st.EphemeralOwner,
 			DataLength: st.DataLength, NumChildren: st.NumChildren, Pzxid: st.Pzxid,
@@ -273,36 +238,6 @@ func dumpView(t *testing.T, v *znode.View) map[string]entry {
 		t.Fatal(err)
 	}
 	return out
-}
-
-func diff(t *testing.T, what string, got, want map[string]entry) {
-	t.Helper()
-	var bad []string
-	for p, w := range want {
-		g, ok := got[p]
-		switch {
-		case !ok:
-			bad = append(bad, "missing "+p)
-		case !bytes.Equal(g.Data, w.Data):
-			bad = append(bad, fmt.Sprintf("%s data %q, want %q", p, g.Data, w.Data))
-		case !slices.Equal(g.ACL, w.ACL):
-			bad = append(bad, fmt.Sprintf("%s ACL %v, want %v", p, g.ACL, w.ACL))
-		case g.Stat != w.Stat:
-			bad = append(bad, fmt.Sprintf("%s stat %+v, want %+v", p, g.Stat, w.Stat))
-		}
-	}
-	for p := range got {
-		if _, ok := want[p]; !ok {
-			bad = append(bad, "extra "+p)
-		}
-	}
-	if len(bad) > 0 {
-		slices.Sort(bad)
-		if len(bad) > 20 {
-			bad = append(bad[:20], fmt.Sprintf("... %d more", len(bad)-20))
-		}
-		t.Errorf("%s: %d differences from ZooKeeper:\n%s", what, len(bad), strings.Join(bad, "\n"))
-	}
 }
 
 // The tree loaded from ZooKeeper's files equals the tree ZooKeeper serves, before it stops and
@@ -322,7 +257,7 @@ func TestLoadMatchesZooKeeper(t *testing.T) {
 			if err := reader.AddAuth("digest", []byte("super:pw")); err != nil {
 				t.Fatal(err)
 			}
-			before := dumpLive(t, reader)
+			before := zktest.DumpTree(t, reader)
 			sessions := []int64{keep.SessionID(), reader.SessionID()}
 			if err := zkp.Stop(); err != nil {
 				t.Fatal(err)
@@ -350,7 +285,7 @@ func TestLoadMatchesZooKeeper(t *testing.T) {
 			if len(snaps) < 3 || len(logs) < 3 {
 				t.Errorf("want snapshots and logs rolled over several times: %d snapshots, %d logs", len(snaps), len(logs))
 			}
-			diff(t, "state vs the tree before the stop", dumpState(st), before)
+			zktest.DiffTrees(t, "state vs the tree before the stop", dumpState(st), before)
 			for _, s := range sessions {
 				if _, ok := st.Sessions[s]; !ok {
 					t.Errorf("open session %#x missing from the loaded sessions", s)
@@ -365,14 +300,14 @@ func TestLoadMatchesZooKeeper(t *testing.T) {
 			if err := reader2.AddAuth("digest", []byte("super:pw")); err != nil {
 				t.Fatal(err)
 			}
-			restarted := dumpLive(t, reader2)
-			diff(t, "state vs ZooKeeper restarted on the same files", dumpState(st), restarted)
+			restarted := zktest.DumpTree(t, reader2)
+			zktest.DiffTrees(t, "state vs ZooKeeper restarted on the same files", dumpState(st), restarted)
 			// The tree zkd import builds from it serves the same, field for field.
 			tree, err := st.Tree()
 			if err != nil {
 				t.Fatal(err)
 			}
-			diff(t, "zkd's imported tree vs ZooKeeper restarted", dumpView(t, tree.View()), restarted)
+			zktest.DiffTrees(t, "zkd's imported tree vs ZooKeeper restarted", dumpView(t, tree.View()), restarted)
 		})
 	}
 }
