@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -149,6 +150,15 @@ func (n *Node) checkMembership() {
 			in = true
 		}
 	}
+	if _, id := n.raft.LeaderWithID(); id != "" {
+		n.removed.Store(false) // replicated to again: this node's configuration is current
+	} else if in && n.raft.State() != raft.Leader {
+		if n.removed.Load() {
+			in = false // a peer knows a newer configuration without this node
+		} else {
+			n.askMembership(servers)
+		}
+	}
 	if n.member.Swap(in) == in {
 		return
 	}
@@ -158,6 +168,41 @@ func (n *Node) checkMembership() {
 	}
 	n.log.Warn("this server was removed from the cluster by a membership change (reconfig): it no longer "+
 		"votes or serves clients; stop it, or add it back with reconfig -add", "members", len(servers))
+}
+
+// askMembership asks the other members of this node's configuration, at most every two seconds
+// and in the background, for theirs. The leader stops replicating to a server as soon as it
+// proposes that server's removal, so the removed server may never receive the entry that removes
+// it: it then keeps its old configuration and campaigns forever. A peer that follows a leader and
+// knows a configuration without this node, and whose log reaches at least as far as this node's
+// (so that configuration is not an older one that predates this node's joining), tells it so,
+// and checkMembership says it was removed.
+func (n *Node) askMembership(servers []raft.Server) {
+	now := time.Now().UnixNano()
+	if now-n.askedAt.Load() < int64(2*time.Second) || !n.asking.CompareAndSwap(false, true) {
+		return
+	}
+	n.askedAt.Store(now)
+	if !n.goTracked(func() {
+		defer n.asking.Store(false)
+		ctx, cancel := context.WithTimeout(n.ctx, 2*n.cfg.HeartbeatTimeout)
+		defer cancel()
+		for _, s := range servers {
+			if s.ID == raft.ServerID(n.cfg.ID) {
+				continue
+			}
+			var m membersMsg
+			if err := n.callLeader(ctx, string(s.Address), rpcMembers, noMsg{}, &m); err != nil {
+				continue // an older peer, or one without a leader either
+			}
+			if m.Index >= n.raft.LastIndex() && len(m.IDs) > 0 && !slices.Contains(m.IDs, n.cfg.ID) {
+				n.removed.Store(true)
+				return
+			}
+		}
+	}) {
+		n.asking.Store(false)
+	}
 }
 
 // Sync implements ZooKeeper's sync: it asks the leader for its commit point (a read index: note

@@ -118,50 +118,48 @@ func (l *lockedBuffer) String() string {
 
 // A member removed by a membership change says so in plain words, once.
 func TestRemovedMemberSaysSo(t *testing.T) {
-	var logs lockedBuffer
-	c := newCluster(t, 3, true, func(cfg *Config) {
-		if cfg.ID == "n3" {
-			cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
-		}
-	})
-	leader := c.leader()
-	if leader.ID() == "n3" {
-		if err := leader.TransferLeadership(ctxT(t, 10*time.Second)); err != nil {
-			t.Fatal(err)
-		}
-		leader = c.leader("n1", "n2")
-	}
-	if err := leader.RemoveServer(ctxT(t, 10*time.Second), "n3"); err != nil {
-		t.Fatal(err)
-	}
-	// The leader stops replicating to a removed member right after its last try to send it the
-	// change; on a loaded machine that try can fail, and then n3 never learns it was removed
-	// (nothing to say). What must hold: once n3 has the change, it says so, once.
-	n3 := c.nodes["n3"]
-	knows := func() bool {
-		f := n3.raft.GetConfiguration()
-		if f.Error() != nil {
-			return false
-		}
-		for _, s := range f.Configuration().Servers {
-			if s.ID == "n3" {
-				return false
-			}
-		}
-		return true
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for !knows() {
-		if time.Now().After(deadline) {
-			t.Log("n3 never received the change that removed it; nothing for it to say")
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 	const said = "this server was removed from the cluster by a membership change"
-	eventually(t, 10*time.Second, "n3 to say it was removed", func() bool { return strings.Contains(logs.String(), said) })
-	time.Sleep(300 * time.Millisecond) // a few more serving checks: the message is not repeated
-	if n := strings.Count(logs.String(), said); n != 1 {
-		t.Fatalf("said %d times; want once:\n%s", n, logs.String())
+	for _, whileDown := range []bool{false, true} {
+		t.Run(map[bool]string{false: "live", true: "while-down"}[whileDown], func(t *testing.T) {
+			var logs lockedBuffer
+			c := newCluster(t, 3, false, func(cfg *Config) {
+				if cfg.ID == "n3" {
+					cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+				}
+			})
+			leader := c.leader()
+			if leader.ID() == "n3" {
+				if err := leader.TransferLeadership(ctxT(t, 10*time.Second)); err != nil {
+					t.Fatal(err)
+				}
+				leader = c.leader("n1", "n2")
+			}
+			if whileDown {
+				// n3 cannot receive the change that removes it: it comes back with the old
+				// configuration and must learn from its former peers.
+				c.stop("n3")
+			}
+			if err := leader.RemoveServer(ctxT(t, 10*time.Second), "n3"); err != nil {
+				t.Fatal(err)
+			}
+			if whileDown {
+				c.start("n3")
+			}
+			// Whether or not the leader's last send of the change reached n3, it says so, once.
+			deadline := time.Now().Add(15 * time.Second)
+			for !strings.Contains(logs.String(), said) {
+				if time.Now().After(deadline) {
+					t.Fatalf("n3 never said it was removed:\n%s", logs.String())
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			time.Sleep(300 * time.Millisecond) // a few more serving checks: the message is not repeated
+			if n := strings.Count(logs.String(), said); n != 1 {
+				t.Fatalf("said %d times; want once:\n%s", n, logs.String())
+			}
+			if c.nodes["n3"].Serving() {
+				t.Fatal("the removed server serves")
+			}
+		})
 	}
 }

@@ -38,6 +38,7 @@ const (
 	rpcTransfer                     // nothing → nothing
 	rpcCommitted                    // commitMsg, the leader's announcement (relay.go) → nothing
 	rpcAttach                       // attachReq → attachMsg
+	rpcMembers                      // nothing → membersMsg (the answering peer's configuration)
 )
 
 // Reply statuses.
@@ -149,6 +150,32 @@ func (m *memberMsg) decode(d *jute.Decoder) {
 	m.ID = d.String()
 	if d.Err() == nil && d.Len() > 0 {
 		m.Addr = d.String()
+	}
+}
+
+// membersMsg is the answering peer's latest configuration (its members' ids) and its last log
+// index.
+type membersMsg struct {
+	Index uint64
+	IDs   []string
+}
+
+func (m *membersMsg) encode(e *jute.Encoder) {
+	e.Int64(int64(m.Index))
+	e.Int32(int32(len(m.IDs)))
+	for _, id := range m.IDs {
+		e.String(id)
+	}
+}
+
+func (m *membersMsg) decode(d *jute.Decoder) {
+	m.Index = uint64(d.Int64())
+	m.IDs = nil
+	if n := d.VectorLen(4); n > 0 {
+		m.IDs = make([]string, 0, n)
+		for i := 0; i < n && d.Err() == nil; i++ {
+			m.IDs = append(m.IDs, d.String())
+		}
 	}
 }
 
@@ -549,6 +576,21 @@ func (n *Node) handleRPC(kind byte, payload []byte) (byte, []byte) {
 			return fail(err)
 		}
 		return ok(noMsg{})
+	case rpcMembers:
+		// Answered by any member that follows (or is) a leader: a configuration from a node
+		// cut off from the cluster would tell the asker nothing it can trust.
+		if _, id := n.raft.LeaderWithID(); id == "" {
+			return fail(ErrNoLeader)
+		}
+		f := n.raft.GetConfiguration()
+		if err := f.Error(); err != nil {
+			return fail(err)
+		}
+		m := &membersMsg{Index: n.raft.LastIndex()}
+		for _, s := range f.Configuration().Servers {
+			m.IDs = append(m.IDs, string(s.ID))
+		}
+		return ok(m)
 	}
 	return statusFailed, []byte(fmt.Sprintf("consensus: unknown rpc kind %d", kind))
 }

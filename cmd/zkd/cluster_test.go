@@ -148,7 +148,15 @@ func TestClusterKillLeader(t *testing.T) {
 	// The write in flight at the kill may still succeed; the one after it proves the resumption.
 	for count() < before+2 {
 		if time.Since(killed) > 20*time.Second {
-			t.Fatalf("writes did not resume after the leader was killed (last error %v)", lastErr)
+			mu.Lock()
+			err := lastErr
+			mu.Unlock()
+			for i, p := range procs {
+				if i != leader {
+					t.Logf("server %d:\n%s", i+1, p.out.String())
+				}
+			}
+			t.Fatalf("writes did not resume after the leader was killed (last error %v)", err)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
