@@ -98,8 +98,13 @@ type Config struct {
 	// SnapshotBytes is how many bytes of log entries applied since the last snapshot trigger a
 	// new one even before SnapshotThreshold entries: a bulk load of large multis reaches
 	// millions of znodes in a few thousand entries, all of which a restart would replay.
-	// Zero means 64 MiB.
+	// Zero means 64 MiB or twice the tree's data size, whichever is larger: a snapshot writes
+	// the whole tree, so with large values a fixed 64 MiB would rewrite the tree after every
+	// 64 MiB of writes; this way snapshots add at most half to the bytes written, and a restart
+	// replays at most about twice the log it loads snapshot.
 	SnapshotBytes uint64
+	// snapshotBytesByTree is set by withDefaults when SnapshotBytes was zero.
+	snapshotBytesByTree bool
 	// SnapshotInterval is how often Raft checks the threshold (at a random point between one and
 	// two intervals). Zero means 2s: the check is two index reads, and a long interval lets the
 	// log run far past the threshold, all of which a restart after a crash must replay.
@@ -183,6 +188,7 @@ func (c Config) withDefaults() Config {
 	}
 	if c.SnapshotBytes == 0 {
 		c.SnapshotBytes = 64 << 20
+		c.snapshotBytesByTree = true
 	}
 	if c.SnapshotInterval == 0 {
 		c.SnapshotInterval = 2 * time.Second

@@ -83,6 +83,9 @@
 //   - Housekeeping on the leader: every Config.ReapInterval it asks View.ReapCandidates for
 //     expired TTL nodes and empty containers and proposes one reap transaction.
 //   - Membership: AddVoter, RemoveServer, TransferLeadership (forwarded to the leader), Members.
+//     A removed server may never receive the entry that removes it (the leader stops replicating
+//     to it at once), so a member without a leader asks its peers for their configuration
+//     (rpcMembers) and logs that it was removed when one that follows a leader leaves it out.
 //     Snapshot takes a snapshot now. IsLeader reports an established leader (its FSM caught up
 //     in its current term); Leader returns the leader's id and peer address.
 //   - Serving signal: Serving() and Config.OnServing. True on a leader once it has taken over, and
@@ -122,8 +125,10 @@
 // holding only raft.db is migrated to the WAL by default. Dir/raft/snapshots holds
 // FileSnapshotStore snapshots (2 kept).
 // A snapshot is taken every SnapshotThreshold entries (100k by default, ZooKeeper's snapCount, not
-// Raft's 8192; checked every 2-4s) or SnapshotBytes of entries (64 MiB), whichever comes first,
-// from an O(1) znode.View and written in the background while applies continue.
+// Raft's 8192; checked every 2-4s) or SnapshotBytes of entries (by default 64 MiB or twice the
+// tree's data size, whichever is larger: with large values a fixed size rewrote the whole tree
+// after every 64 MiB of writes), whichever comes first, from an O(1) znode.View and written in
+// the background while applies continue.
 // hashicorp/raft is pinned at v1.7.3 because v1.8.0 does not build with raft-boltdb/v2 v2.3.1
 // (raft 1.8 needs go-metrics v0.7, which dropped the compat package raft-boltdb imports); 1.8's
 // only addition, restoring committed logs at start, needs a log store raft-boltdb does not provide.

@@ -45,10 +45,13 @@ type fsm struct {
 	// sessions observes session creation and closing on every node (the leader keeps deadlines).
 	sessions *sessionTracker
 	applies  atomic.Int64
-	// sinceSnap counts the entry bytes applied since the last snapshot; past snapBytes it calls
-	// wantSnapshot once (the node takes a snapshot, which resets the count).
+	// sinceSnap counts the entry bytes applied since the last snapshot; past snapBytes (or twice
+	// the tree's data size if snapByTree and that is larger) it calls wantSnapshot once: snapAsked
+	// is set until a snapshot (or a failed one) resets the count.
 	sinceSnap    atomic.Uint64
+	snapAsked    atomic.Bool
 	snapBytes    uint64
+	snapByTree   bool
 	wantSnapshot func()
 	// metrics receives the apply, propagation and snapshot times (metrics.go); nil in some tests.
 	metrics *metrics
@@ -123,7 +126,7 @@ func (f *fsm) applyCommand(l *raft.Log) any {
 		}
 	}
 	f.applies.Add(1)
-	if n := f.sinceSnap.Add(uint64(len(l.Data))); f.wantSnapshot != nil && n >= f.snapBytes && n-uint64(len(l.Data)) < f.snapBytes {
+	if n := f.sinceSnap.Add(uint64(len(l.Data))); f.wantSnapshot != nil && n >= f.snapBytes && f.snapDue(n) {
 		f.wantSnapshot()
 	}
 	f.lastZxid.Store(zxid)
@@ -163,9 +166,24 @@ func (f *fsm) applyTxn(zxid int64, c *command) *znode.Result {
 	return &r
 }
 
+// snapDue reports, once per snapshot, that n bytes of entries (at least snapBytes) since the
+// last snapshot call for the next one.
+func (f *fsm) snapDue(n uint64) bool {
+	if f.snapByTree && n < 2*uint64(max(f.view().DataSize(), 0)) {
+		return false
+	}
+	return !f.snapAsked.Swap(true)
+}
+
+// resetSnapCount starts counting entry bytes towards the next snapshot afresh.
+func (f *fsm) resetSnapCount() {
+	f.sinceSnap.Store(0)
+	f.snapAsked.Store(false)
+}
+
 // Snapshot captures the current view; Persist writes it while applies continue.
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
-	f.sinceSnap.Store(0)
+	f.resetSnapCount()
 	s := &fsmSnapshot{view: f.view(), start: time.Now(), dir: f.snapDir, paced: &f.paced}
 	if f.metrics != nil {
 		s.times = f.metrics.snapshot
@@ -181,7 +199,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 		return fmt.Errorf("consensus: restore: %w", err)
 	}
 	f.tree.Store(t)
-	f.sinceSnap.Store(0)
+	f.resetSnapCount()
 	zxid := t.LastZxid()
 	f.lastZxid.Store(zxid)
 	if f.sessions != nil {

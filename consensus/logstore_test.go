@@ -136,6 +136,50 @@ func TestSnapshotByLogBytes(t *testing.T) {
 	eventually(t, 10*time.Second, "a snapshot by log size", func() bool { return snapshotIndex() != "0" })
 }
 
+// TestSnapshotBytesFollowTheTree: with the default size trigger, a tree larger than SnapshotBytes
+// is snapshotted again only after twice its size in log, not after every SnapshotBytes (a
+// snapshot rewrites the whole tree; with large values a fixed trigger rewrote it many times over).
+func TestSnapshotBytesFollowTheTree(t *testing.T) {
+	c := newCluster(t, 1, false, func(cfg *Config) {
+		cfg.SnapshotThreshold = 1 << 40
+		cfg.SnapshotBytes = 64 << 10
+		cfg.snapshotBytesByTree = true
+	})
+	n := c.leader()
+	ctx := ctxT(t, 30*time.Second)
+	snapshotIndex := func() string { return n.raft.Stats()["last_snapshot_index"] }
+	write := func(req Proposal) {
+		t.Helper()
+		if res, err := n.Propose(ctx, req); err != nil || res.Err != nil {
+			t.Fatalf("write: %v %v", err, res.Err)
+		}
+	}
+	// The first snapshot: a 128 KiB tree, then 8 KiB writes until the log is twice the tree.
+	write(createReq("/big", bytes.Repeat([]byte("b"), 128<<10), jute.ModePersistent))
+	write(createReq("/small", nil, jute.ModePersistent))
+	small := bytes.Repeat([]byte("s"), 8<<10)
+	for i := 0; !n.fsm.snapAsked.Load(); i++ {
+		if i == 100 {
+			t.Fatal("no snapshot asked for after 100 writes of 8 KiB past a 128 KiB tree")
+		}
+		write(setReq("/small", small, -1))
+	}
+	eventually(t, 10*time.Second, "the first snapshot", func() bool { return snapshotIndex() != "0" })
+	first := snapshotIndex()
+	// 20 × 8 KiB = 160 KiB: past SnapshotBytes, short of twice the tree's size (over 272 KiB).
+	// The FSM asks for a snapshot synchronously in Apply, so not having asked is the whole check.
+	for range 20 {
+		write(setReq("/small", small, -1))
+	}
+	if n.fsm.snapAsked.Load() || snapshotIndex() != first {
+		t.Fatalf("a snapshot was asked for after %d bytes of log with a tree of %d bytes", n.fsm.sinceSnap.Load(), n.View().DataSize())
+	}
+	for range 80 { // 800 KiB in all: more than twice the tree
+		write(setReq("/small", small, -1))
+	}
+	eventually(t, 10*time.Second, "a snapshot once the log outgrew the tree", func() bool { return snapshotIndex() != first })
+}
+
 // TestSnapshotWritesOutAsItGoes takes a snapshot of about 10 MiB on disk and checks that its file
 // was found under the snapshot store's layout and written out chunk by chunk, and that the node
 // restores from it.

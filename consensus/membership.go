@@ -197,7 +197,7 @@ func (n *Node) runSnapshotter() {
 		}
 		if err := n.Snapshot(); err != nil {
 			n.log.Warn("snapshot by log size failed", "err", err)
-			n.fsm.sinceSnap.Store(0) // ask again after another SnapshotBytes
+			n.fsm.resetSnapCount() // ask again after another SnapshotBytes
 		}
 	}
 }

@@ -86,6 +86,13 @@ type Node struct {
 	catchingUp  atomic.Bool
 	// member is whether the latest configuration this node knows lists it (checkMembership).
 	member atomic.Bool
+	// removed is set when a peer that follows a leader, and whose log reaches further than
+	// this node's, has a configuration without this node (askMembership); cleared when this node
+	// hears from a leader again.
+	removed atomic.Bool
+	// askedAt is when askMembership last ran (unix nanoseconds); asking is one goroutine at a time.
+	askedAt atomic.Int64
+	asking  atomic.Bool
 
 	stats struct {
 		proposed     atomic.Int64
@@ -173,6 +180,7 @@ func New(cfg Config) (*Node, error) {
 	n.fsm.restored = n.restoredTree
 	n.snap = make(chan struct{}, 1)
 	n.fsm.snapBytes = cfg.SnapshotBytes
+	n.fsm.snapByTree = cfg.snapshotBytesByTree
 	n.fsm.wantSnapshot = func() {
 		select {
 		case n.snap <- struct{}{}:
