@@ -12,8 +12,10 @@ import (
 // FrameHeaderLen is the size of a frame's length prefix.
 const FrameHeaderLen = 4
 
-// retainedFrameBuffer is the largest buffer a FrameReader keeps between frames. A connection that
-// once received a large frame gives that memory back instead of holding up to the maximum forever.
+// retainedFrameBuffer is the largest buffer a FrameReader keeps for frames that fit in it. A
+// connection that sent a run of large frames reuses one buffer for the run (a client writing large
+// values would otherwise allocate, clear and regrow a buffer per frame) and gives it back at the
+// first frame that fits in this size, instead of holding up to the maximum forever.
 const retainedFrameBuffer = 64 << 10
 
 // ReadFrame reads one frame from r: a 4-byte big-endian signed length, then that many bytes. It
@@ -37,6 +39,11 @@ func readFrame(r io.Reader, hdr, buf []byte, maxLen int) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	return readBody(r, n, buf)
+}
+
+// readBody reads a frame's n payload bytes, into buf when it has room.
+func readBody(r io.Reader, n int, buf []byte) ([]byte, error) {
 	if cap(buf) >= n {
 		buf = buf[:n]
 		if _, err := io.ReadFull(r, buf); err != nil {
@@ -112,10 +119,17 @@ func NewFrameReader(r io.Reader, maxLen int) *FrameReader {
 // to Next; copy what must outlive it (record decoders already copy buffers and strings). Errors are
 // as for ReadFrame.
 func (fr *FrameReader) Next() ([]byte, error) {
-	if cap(fr.buf) > retainedFrameBuffer {
-		fr.buf = nil
+	if _, err := io.ReadFull(fr.r, fr.hdr[:]); err != nil {
+		return nil, err
 	}
-	b, err := readFrame(fr.r, fr.hdr[:], fr.buf, fr.max)
+	n, err := frameLen(fr.hdr[:], fr.max)
+	if err != nil {
+		return nil, err
+	}
+	if cap(fr.buf) > retainedFrameBuffer && n <= retainedFrameBuffer {
+		fr.buf = nil // the run of large frames ended
+	}
+	b, err := readBody(fr.r, n, fr.buf)
 	if err != nil {
 		return nil, err
 	}

@@ -218,13 +218,21 @@ func TestFrameReaderLoopback(t *testing.T) {
 func TestFrameReaderReleasesLargeBuffers(t *testing.T) {
 	var in []byte
 	in = append(in, AppendFrame(nil, &SetSASLResponse{Token: make([]byte, 200<<10)})...)
+	in = append(in, AppendFrame(nil, &SetSASLResponse{Token: make([]byte, 150<<10)})...)
 	in = append(in, AppendFrame(nil, &SyncRequest{Path: "/x"})...)
 	in = append(in, AppendFrame(nil, &SyncRequest{Path: "/y"})...)
 	fr := NewFrameReader(bytes.NewReader(in), 0)
-	for range 2 {
-		if _, err := fr.Next(); err != nil {
-			t.Fatal(err)
-		}
+	first, err := fr.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A second large frame reuses the first one's buffer.
+	second, err := fr.Next()
+	if err != nil || &second[0] != &first[0] {
+		t.Errorf("a run of large frames does not reuse the buffer (err %v)", err)
+	}
+	if _, err := fr.Next(); err != nil {
+		t.Fatal(err)
 	}
 	if cap(fr.buf) > retainedFrameBuffer {
 		t.Errorf("after a small frame the reader holds %d bytes; want at most %d", cap(fr.buf), retainedFrameBuffer)
