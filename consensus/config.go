@@ -92,16 +92,17 @@ type Config struct {
 	// bounds how late a follower applies a write whose announcement was lost. Zero means 50ms.
 	CommitTimeout time.Duration
 
-	// SnapshotThreshold is how many log entries since the last snapshot trigger a new one.
-	// Zero means 100000 (ZooKeeper's snapCount).
+	// SnapshotThreshold is how many operations since the last snapshot trigger a new one: log
+	// entries, each operation of a multi counted (a bulk load of large multis reaches millions
+	// of znodes in a few thousand entries, all of which a restart would replay). Zero means
+	// 100000 (ZooKeeper's snapCount).
 	SnapshotThreshold uint64
 	// SnapshotBytes is how many bytes of log entries applied since the last snapshot trigger a
-	// new one even before SnapshotThreshold entries: a bulk load of large multis reaches
-	// millions of znodes in a few thousand entries, all of which a restart would replay.
-	// Zero means 64 MiB or twice the tree's data size, whichever is larger: a snapshot writes
-	// the whole tree, so with large values a fixed 64 MiB would rewrite the tree after every
-	// 64 MiB of writes; this way snapshots add at most half to the bytes written, and a restart
-	// replays at most about twice the log it loads snapshot.
+	// new one even before SnapshotThreshold operations, bounding the log on disk and what a
+	// restart reads. Zero means 256 MiB or twice the tree's data size, whichever is larger: a
+	// snapshot writes the whole tree, and a small fixed size made a workload of large values
+	// spend a fifth of its CPU rewriting the tree; this way snapshots add at most half to the
+	// bytes written.
 	SnapshotBytes uint64
 	// snapshotBytesByTree is set by withDefaults when SnapshotBytes was zero.
 	snapshotBytesByTree bool
@@ -187,7 +188,7 @@ func (c Config) withDefaults() Config {
 		c.SnapshotThreshold = 100000
 	}
 	if c.SnapshotBytes == 0 {
-		c.SnapshotBytes = 64 << 20
+		c.SnapshotBytes = 256 << 20
 		c.snapshotBytesByTree = true
 	}
 	if c.SnapshotInterval == 0 {

@@ -45,13 +45,16 @@ type fsm struct {
 	// sessions observes session creation and closing on every node (the leader keeps deadlines).
 	sessions *sessionTracker
 	applies  atomic.Int64
-	// sinceSnap counts the entry bytes applied since the last snapshot; past snapBytes (or twice
-	// the tree's data size if snapByTree and that is larger) it calls wantSnapshot once: snapAsked
-	// is set until a snapshot (or a failed one) resets the count.
+	// sinceSnap counts the entry bytes applied since the last snapshot, opsSinceSnap the
+	// operations (a multi's each). Past snapBytes (or twice the tree's data size if snapByTree
+	// and that is larger), or past snapOps operations, it calls wantSnapshot once: snapAsked is
+	// set until a snapshot (or a failed one) resets the counts.
 	sinceSnap    atomic.Uint64
+	opsSinceSnap atomic.Uint64
 	snapAsked    atomic.Bool
 	snapBytes    uint64
 	snapByTree   bool
+	snapOps      uint64
 	wantSnapshot func()
 	// metrics receives the apply, propagation and snapshot times (metrics.go); nil in some tests.
 	metrics *metrics
@@ -126,7 +129,12 @@ func (f *fsm) applyCommand(l *raft.Log) any {
 		}
 	}
 	f.applies.Add(1)
-	if n := f.sinceSnap.Add(uint64(len(l.Data))); f.wantSnapshot != nil && n >= f.snapBytes && f.snapDue(n) {
+	ops := uint64(1)
+	if m, ok := res.Resp.(*jute.MultiResponse); ok && len(m.Results) > 1 {
+		ops = uint64(len(m.Results))
+	}
+	n, o := f.sinceSnap.Add(uint64(len(l.Data))), f.opsSinceSnap.Add(ops)
+	if f.wantSnapshot != nil && (n >= f.snapBytes || (f.snapOps > 0 && o >= f.snapOps)) && f.snapDue(n, o) {
 		f.wantSnapshot()
 	}
 	f.lastZxid.Store(zxid)
@@ -166,18 +174,20 @@ func (f *fsm) applyTxn(zxid int64, c *command) *znode.Result {
 	return &r
 }
 
-// snapDue reports, once per snapshot, that n bytes of entries (at least snapBytes) since the
-// last snapshot call for the next one.
-func (f *fsm) snapDue(n uint64) bool {
-	if f.snapByTree && n < 2*uint64(max(f.view().DataSize(), 0)) {
+// snapDue reports, once per snapshot, that n bytes of entries and o operations since the last
+// snapshot (past one of the thresholds) call for the next one.
+func (f *fsm) snapDue(n, o uint64) bool {
+	byOps := f.snapOps > 0 && o >= f.snapOps
+	if !byOps && f.snapByTree && n < 2*uint64(max(f.view().DataSize(), 0)) {
 		return false
 	}
 	return !f.snapAsked.Swap(true)
 }
 
-// resetSnapCount starts counting entry bytes towards the next snapshot afresh.
+// resetSnapCount starts counting towards the next snapshot afresh.
 func (f *fsm) resetSnapCount() {
 	f.sinceSnap.Store(0)
+	f.opsSinceSnap.Store(0)
 	f.snapAsked.Store(false)
 }
 

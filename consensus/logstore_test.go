@@ -136,6 +136,33 @@ func TestSnapshotByLogBytes(t *testing.T) {
 	eventually(t, 10*time.Second, "a snapshot by log size", func() bool { return snapshotIndex() != "0" })
 }
 
+// TestSnapshotByMultiOps: snapCount counts each operation of a multi, so a bulk load of a few
+// large multis (few entries, many znodes) still gets a snapshot and a restart does not replay it.
+func TestSnapshotByMultiOps(t *testing.T) {
+	c := newCluster(t, 1, false, func(cfg *Config) {
+		cfg.SnapshotThreshold = 1000
+		cfg.SnapshotBytes = 1 << 40
+	})
+	n := c.leader()
+	ctx := ctxT(t, 30*time.Second)
+	snapshotIndex := func() string { return n.raft.Stats()["last_snapshot_index"] }
+	for m := range 4 { // 4 entries, 1200 creates
+		var req jute.MultiRequest
+		for i := range 300 {
+			req.Ops = append(req.Ops, jute.MultiOp{Type: jute.OpCreate,
+				Req: &jute.CreateRequest{Path: fmt.Sprintf("/m%d-%d", m, i), ACL: openACL}})
+		}
+		res, err := n.Propose(ctx, Proposal{Op: jute.OpMulti, Body: jute.Marshal(nil, &req)})
+		if err != nil || res.Err != nil {
+			t.Fatalf("multi %d: %v %v", m, err, res.Err)
+		}
+		if m == 2 && (n.fsm.snapAsked.Load() || snapshotIndex() != "0") {
+			t.Fatal("a snapshot was asked for after 900 operations of a threshold of 1000")
+		}
+	}
+	eventually(t, 10*time.Second, "a snapshot by operation count", func() bool { return snapshotIndex() != "0" })
+}
+
 // TestSnapshotBytesFollowTheTree: with the default size trigger, a tree larger than SnapshotBytes
 // is snapshotted again only after twice its size in log, not after every SnapshotBytes (a
 // snapshot rewrites the whole tree; with large values a fixed trigger rewrote it many times over).

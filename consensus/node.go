@@ -181,6 +181,7 @@ func New(cfg Config) (*Node, error) {
 	n.snap = make(chan struct{}, 1)
 	n.fsm.snapBytes = cfg.SnapshotBytes
 	n.fsm.snapByTree = cfg.snapshotBytesByTree
+	n.fsm.snapOps = cfg.SnapshotThreshold
 	n.fsm.wantSnapshot = func() {
 		select {
 		case n.snap <- struct{}{}:
