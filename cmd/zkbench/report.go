@@ -262,7 +262,7 @@ func renderSnapshots(p func(string, ...any), c *comparison) {
 	p("Each run restarts the server on the same data with its mode's zoo.cfg lines, then gives it %v of the same load unrecorded. ", o.Warmup)
 	p("Snapshots off: `snapCount=1000000000`, `snapSizeLimitInKb=-1`. On: `snapCount=%d`: ", o.SnapCount)
 	p("ZooKeeper starts a snapshot after snapCount/2 plus a random part of snapCount/2 transactions (skipping one while the last is still being written); ")
-	p("zkd checks every 2-4 s whether snapCount entries were logged since the last. ")
+	p("zkd starts one once snapCount operations were applied since the last (a multi's each counted; Raft's own check of its log every 2-4 s stays as a backstop). ")
 	p("\"Taken\" counts the snapshots completed during the measured run (mntr's `cnt_snapshottime`), and \"busy\" is the share of the run spent writing them (`sum_snapshottime`). ")
 	p("The on/off rows are each server against itself; the last rows are zkd/ZooKeeper.\n\n")
 	p("| server | snapshots | ops/s | p50 | p90 | p99 | p99.9 | max | taken | busy | errors | failed runs |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
