@@ -99,6 +99,10 @@ func (n *Node) setServing(v bool) {
 // updateServing recomputes the serving signal; catching up runs on its own goroutine.
 func (n *Node) updateServing() {
 	n.checkMembership()
+	if n.member.Load() == memberOut {
+		n.setServing(false) // removed by a reconfig: it no longer serves clients
+		return
+	}
 	switch n.raft.State() {
 	case raft.Leader:
 		n.setServing(n.IsLeader())
@@ -132,9 +136,17 @@ func (n *Node) updateServing() {
 	}
 }
 
-// checkMembership logs, once per change, when the latest configuration stops or starts listing
-// this node: a member removed by a reconfig stops serving, and its operator should hear why in
-// plain words rather than guess from "serving changed".
+// Values of Node.member.
+const (
+	memberUnknown = iota
+	memberIn
+	memberOut
+)
+
+// checkMembership logs, once per change (the first check included, so a removed server that
+// restarts says so again), when the latest configuration stops or starts listing this node: a
+// member removed by a reconfig stops serving, and its operator should hear why in plain words
+// rather than guess from "serving changed".
 func (n *Node) checkMembership() {
 	f := n.raft.GetConfiguration()
 	if f.Error() != nil {
@@ -159,7 +171,11 @@ func (n *Node) checkMembership() {
 			n.askMembership(servers)
 		}
 	}
-	if n.member.Swap(in) == in {
+	state := int32(memberOut)
+	if in {
+		state = memberIn
+	}
+	if n.member.Swap(state) == state {
 		return
 	}
 	if in {

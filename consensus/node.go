@@ -84,8 +84,9 @@ type Node struct {
 	leaderEpoch atomic.Int64  // bumped on every leadership change notification
 	serving     atomic.Bool
 	catchingUp  atomic.Bool
-	// member is whether the latest configuration this node knows lists it (checkMembership).
-	member atomic.Bool
+	// member is whether the latest configuration this node knows lists it (checkMembership):
+	// memberUnknown until first checked, then memberIn or memberOut.
+	member atomic.Int32
 	// removed is set when a peer that follows a leader, and whose log reaches further than
 	// this node's, has a configuration without this node (askMembership); cleared when this node
 	// hears from a leader again.
