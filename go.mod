@@ -51,3 +51,5 @@ require (
 	golang.org/x/net v0.43.0 // indirect
 	google.golang.org/protobuf v1.36.8 // indirect
 )
+
+replace github.com/hashicorp/raft => ./third_party/raft

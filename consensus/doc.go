@@ -130,7 +130,10 @@
 // whichever is larger: a snapshot rewrites the whole tree, and with large values a small fixed
 // size spent a fifth of the CPU on it), whichever comes first, from an O(1) znode.View and
 // written in the background while applies continue.
-// hashicorp/raft is pinned at v1.7.3 because v1.8.0 does not build with raft-boltdb/v2 v2.3.1
+// hashicorp/raft is the fork in third_party/raft (v1.7.3 with the leader's append overlapping
+// replication: see its ZKD.md and docs/architecture.md); the logs Raft is given pass its
+// StagingLogStore calls to the log cache (relayedLogs, timedLogs).
+// It is based on v1.7.3 because v1.8.0 does not build with raft-boltdb/v2 v2.3.1
 // (raft 1.8 needs go-metrics v0.7, which dropped the compat package raft-boltdb imports); 1.8's
 // only addition, restoring committed logs at start, needs a log store raft-boltdb does not provide.
 // A node bootstrapped alone (standalone) defaults to a 40ms HeartbeatTimeout: it is its only
