@@ -292,6 +292,9 @@ func compareTopology(ctx context.Context, o compareOptions, cmp *comparison, spe
 				// Whatever the previous run left dirty in the page cache (snapshot files need
 				// not be fsynced) is written back now, not during this run.
 				syscall.Sync()
+				if !settle(ctx, servers) {
+					logf("%s: the servers did not go idle within %v; running anyway", topo, settleMax)
+				}
 				cpu0, cpuErr := servers[kind].cpuSeconds()
 				res, err := run(ctx, cfg, nil)
 				rec := runRecord{Topology: topo, Bench: spec.Name, Server: kind, Repeat: rep, Result: res}
@@ -404,4 +407,46 @@ func errOrEmpty(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// settleMax bounds settle's wait.
+const settleMax = 10 * time.Second
+
+// settle waits until the servers are nearly idle (together under 15% of a core over 300 ms), for
+// at most settleMax, and reports whether they were. In a large-value run the second server
+// measured was up to 2x slower than when it went first, both ways round: the first one was still
+// writing a snapshot, compacting its log or collecting garbage.
+func settle(ctx context.Context, servers map[string]*server) bool {
+	const window = 300 * time.Millisecond
+	total := func() (float64, bool) {
+		var sum float64
+		for _, s := range servers {
+			c, err := s.cpuSeconds()
+			if err != nil {
+				return 0, false
+			}
+			sum += c
+		}
+		return sum, true
+	}
+	deadline := time.Now().Add(settleMax)
+	for time.Now().Before(deadline) {
+		before, ok := total()
+		if !ok {
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(window):
+		}
+		after, ok := total()
+		if !ok {
+			return false
+		}
+		if after-before < 0.15*window.Seconds() {
+			return true
+		}
+	}
+	return false
 }

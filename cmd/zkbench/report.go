@@ -369,7 +369,7 @@ func conditions(c *comparison) []string {
 		"zkd: " + zkdLine + ".",
 		fmt.Sprintf("Load: zkbench (cmd/zkbench, a raw-protocol client on the jute package, %s), closed loop, 128-byte values unless stated; for 3 nodes the connections are spread over all servers.", runtime.Version()),
 		fmt.Sprintf("Topologies: standalone, and cluster = 3 nodes on loopback; before the runs each server gets %v of unrecorded mixed load (JIT warm-up).", c.Options.Warmup),
-		fmt.Sprintf("Both servers run at once in each topology; every workload runs %d times per server, alternating which server goes first.", c.Options.Repeat),
+		fmt.Sprintf("Both servers run at once in each topology; every workload runs %d times per server, alternating which server goes first. Before each run the page cache is synced and the harness waits (up to 10 s) until the servers together use under 15%% of a core, so that a run does not pay for work the previous one left running (a snapshot being written, log compaction, garbage collection).", c.Options.Repeat),
 	}
 }
 
