@@ -169,13 +169,26 @@ func (p *pki) clientTLS(t *testing.T, leaf *tlstest.Leaf) *tls.Config {
 
 // tlsSession opens a TLS connection and a session on it. The error is the handshake's or the
 // session's: a server that refuses the client's certificate may only say so after the client's
-// side of a TLS 1.3 handshake is done.
-func tlsSession(addr string, cfg *tls.Config) (*conformance.Raw, error) {
-	d := &net.Dialer{Timeout: 10 * time.Second}
-	tc, err := tls.DialWithDialer(d, "tcp", addr, cfg)
+// side of a TLS 1.3 handshake is done. A server that does not accept the TCP connection at all
+// fails the test, so that a refusal is never mistaken for a port that is not listening.
+func tlsSession(t *testing.T, addr string, cfg *tls.Config) (*conformance.Raw, error) {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 10*time.Second)
 	if err != nil {
+		t.Fatalf("nothing listens on the secure port: %v", err)
+	}
+	if cfg.ServerName == "" {
+		cfg = cfg.Clone()
+		host, _, _ := net.SplitHostPort(addr)
+		cfg.ServerName = host
+	}
+	tc := tls.Client(c, cfg)
+	_ = tc.SetDeadline(time.Now().Add(10 * time.Second))
+	if err := tc.Handshake(); err != nil {
+		_ = c.Close()
 		return nil, err
 	}
+	_ = tc.SetDeadline(time.Time{})
 	r := conformance.NewRaw(tc, 10*time.Second)
 	if err := r.NewSession(10000); err != nil {
 		_ = r.Close()
@@ -186,7 +199,7 @@ func tlsSession(addr string, cfg *tls.Config) (*conformance.Raw, error) {
 
 func mustTLSSession(t *testing.T, addr string, cfg *tls.Config) *conformance.Raw {
 	t.Helper()
-	r, err := tlsSession(addr, cfg)
+	r, err := tlsSession(t, addr, cfg)
 	if err != nil {
 		t.Fatalf("TLS session on %s: %v", addr, err)
 	}
@@ -255,7 +268,7 @@ func TestTLSClientAuthModes(t *testing.T) {
 	for _, mode := range []string{"need", "want", "none"} {
 		t.Run(mode, func(t *testing.T) {
 			forTLSTargets(t, p.props(map[string]string{"ssl.clientAuth": mode}), func(t *testing.T, tg tlsTarget) {
-				r, err := tlsSession(tg.secure, noCert)
+				r, err := tlsSession(t, tg.secure, noCert)
 				switch {
 				case mode == "need" && err == nil:
 					_ = r.Close()
@@ -305,7 +318,7 @@ func TestTLSRefusesBadCertificates(t *testing.T) {
 	good := p.client(t, pkix.Name{CommonName: "good"})
 	forTLSTargets(t, p.props(nil), func(t *testing.T, tg tlsTarget) {
 		for name, leaf := range map[string]*tlstest.Leaf{"unknown CA": stranger, "expired": expired} {
-			if r, err := tlsSession(tg.secure, p.clientTLS(t, leaf)); err == nil {
+			if r, err := tlsSession(t, tg.secure, p.clientTLS(t, leaf)); err == nil {
 				_ = r.Close()
 				t.Errorf("a client certificate of %s was accepted", name)
 			}
@@ -314,7 +327,7 @@ func TestTLSRefusesBadCertificates(t *testing.T) {
 	})
 	// clientAuth=want verifies a certificate that is given.
 	forTLSTargets(t, p.props(map[string]string{"ssl.clientAuth": "want"}), func(t *testing.T, tg tlsTarget) {
-		if r, err := tlsSession(tg.secure, p.clientTLS(t, stranger)); err == nil {
+		if r, err := tlsSession(t, tg.secure, p.clientTLS(t, stranger)); err == nil {
 			_ = r.Close()
 			t.Error("clientAuth=want accepted a client certificate of an unknown CA")
 		}
@@ -325,7 +338,7 @@ func TestTLSRefusesBadCertificates(t *testing.T) {
 	wrong.ca.Issue(t, tlstest.Options{Subject: pkix.Name{CommonName: "elsewhere"}, DNSNames: []string{"elsewhere.example"}}).
 		WritePEM(t, wrong.path("server.pem"))
 	forTLSTargets(t, wrong.props(map[string]string{"ssl.clientAuth": "none"}), func(t *testing.T, tg tlsTarget) {
-		if r, err := tlsSession(tg.secure, wrong.clientTLS(t, nil)); err == nil {
+		if r, err := tlsSession(t, tg.secure, wrong.clientTLS(t, nil)); err == nil {
 			_ = r.Close()
 			t.Error("a client verifying host names accepted a certificate for elsewhere.example")
 		}

@@ -93,7 +93,8 @@ func (e *ExitError) Error() string {
 func (e *ExitError) Unwrap() error { return e.Err }
 
 // WaitReady waits until the server serves: a standalone server answers ruok with imok and its
-// srvr reports Mode standalone, an ensemble member's srvr reports Mode leader or follower. Wait
+// srvr reports Mode standalone, an ensemble member's srvr reports Mode leader or follower, and a
+// secureClientPort in Extra accepts connections. Wait
 // for it before connecting: while ZooKeeper starts (loading its data, say) it accepts
 // connections but may leave a session's handshake unanswered until the client times out. It returns an *ExitError at once if
 // the process exits first, and ctx's error (with the last reply) if ctx ends first.
@@ -144,11 +145,36 @@ func (p *Process) ready(ctx context.Context) (bool, string) {
 	}
 	switch Mode(out) {
 	case "leader", "follower":
-		return true, out
 	case "standalone":
-		return p.cfg.standalone(), out
+		if !p.cfg.standalone() {
+			return false, out
+		}
+	default:
+		return false, out
 	}
-	return false, out
+	// ZooKeeper binds its secure client port only after the plain one serves.
+	if addr := p.cfg.secureAddr(); addr != "" {
+		var d net.Dialer
+		c, err := d.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return false, "secure client port: " + err.Error()
+		}
+		_ = c.Close()
+	}
+	return true, out
+}
+
+// secureAddr is the address of the secure client port the configuration asks for, or "".
+func (c *ServerConfig) secureAddr() string {
+	port := c.Extra["secureClientPort"]
+	if port == "" {
+		return ""
+	}
+	host := c.Extra["secureClientPortAddress"]
+	if host == "" || host == "0.0.0.0" {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port)
 }
 
 // Mode returns the Mode line's value from a srvr or stat reply ("leader", "follower",
