@@ -94,10 +94,10 @@ func (e *ExitError) Unwrap() error { return e.Err }
 
 // WaitReady waits until the server serves: a standalone server answers ruok with imok and its
 // srvr reports Mode standalone, an ensemble member's srvr reports Mode leader or follower, and a
-// secureClientPort in Extra accepts connections. Wait
-// for it before connecting: while ZooKeeper starts (loading its data, say) it accepts
-// connections but may leave a session's handshake unanswered until the client times out. It returns an *ExitError at once if
-// the process exits first, and ctx's error (with the last reply) if ctx ends first.
+// secureClientPort in Extra accepts connections. Wait for it before connecting: while ZooKeeper
+// starts (loading its data, say) it accepts connections but may leave a session's handshake
+// unanswered until the client times out. It returns an *ExitError at once if the process exits
+// first, and ctx's error (with the last reply) if ctx ends first.
 func (p *Process) WaitReady(ctx context.Context) error {
 	exited, _ := p.Exited()
 	tick := time.NewTicker(pollInterval)
