@@ -184,7 +184,56 @@ func (p *Process) Kill() error {
 }
 
 // Pause stops the process with SIGSTOP: it keeps its sockets but does nothing until Resume.
-func (p *Process) Pause() error { return p.signalRunning(syscall.SIGSTOP) }
+// It returns once every thread of the process has stopped: the kernel stops each thread as it
+// next notices the signal, so a thread running on another CPU could otherwise still answer a
+// request sent just after the signal.
+func (p *Process) Pause() error {
+	l := p.current()
+	if l.exited() {
+		return ErrNotRunning
+	}
+	if err := l.signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(pauseWait)
+	for !allStopped(l.cmd.Process.Pid) {
+		if l.exited() {
+			return ErrNotRunning
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("child: pid %d: threads still running %v after SIGSTOP", l.cmd.Process.Pid, pauseWait)
+		}
+		time.Sleep(time.Millisecond) // poll /proc: the kernel offers no event for a stop
+	}
+	return nil
+}
+
+// pauseWait bounds how long Pause waits for all threads to stop.
+const pauseWait = 10 * time.Second
+
+// allStopped reports whether every thread of pid is in the stopped state (T), as
+// /proc/PID/task/TID/stat says. A thread that is gone counts as stopped.
+func allStopped(pid int) bool {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return false
+	}
+	for _, task := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
+		if err != nil {
+			continue
+		}
+		// The state follows the command name in parentheses, which may itself hold ") ".
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 || i+2 >= len(b) {
+			return false
+		}
+		if st := b[i+2]; st != 'T' && st != 't' {
+			return false
+		}
+	}
+	return true
+}
 
 // Resume continues a paused process with SIGCONT.
 func (p *Process) Resume() error { return p.signalRunning(syscall.SIGCONT) }

@@ -2,8 +2,10 @@ package child
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -65,4 +67,47 @@ func waitFor(t *testing.T, out string, n int) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// Pause returns only once the process has stopped: a busy process is in the stopped state at
+// once, and uses no CPU until Resume.
+func TestPauseWaitsForTheStop(t *testing.T) {
+	p, err := Start(Config{Argv: []string{"sh", "-c", "while :; do :; done"}, Output: filepath.Join(t.TempDir(), "out")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Kill() })
+	for range 20 {
+		if err := p.Pause(); err != nil {
+			t.Fatal(err)
+		}
+		if !allStopped(p.PID()) {
+			t.Fatal("Pause returned while a thread still ran")
+		}
+		before := cpuTicks(t, p.PID())
+		time.Sleep(20 * time.Millisecond) // a span the stopped process must spend idle
+		if after := cpuTicks(t, p.PID()); after != before {
+			t.Fatalf("a paused process used CPU: %d ticks, then %d", before, after)
+		}
+		if err := p.Resume(); err != nil {
+			t.Fatal(err)
+		}
+		if allStopped(p.PID()) {
+			t.Fatal("still stopped after Resume")
+		}
+	}
+}
+
+// cpuTicks is the user plus system time of pid, in clock ticks, from /proc/PID/stat.
+func cpuTicks(t *testing.T, pid int) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	// After the name: state is field 0, utime field 11, stime field 12.
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	s, _ := strconv.ParseInt(f[12], 10, 64)
+	return u + s
 }
