@@ -396,6 +396,7 @@ func (n *Node) acceptLoop() {
 			}
 			continue
 		}
+		tunePeerConn(c)
 		n.mu.Lock()
 		if n.mu.closing {
 			n.mu.Unlock()

@@ -315,6 +315,7 @@ func (n *Node) dialPeer(ctx context.Context, addr string, kind byte) (net.Conn, 
 	if err != nil {
 		return nil, err
 	}
+	tunePeerConn(c)
 	if n.tls != nil && !n.tls.cfg.DialPlaintext {
 		tc, err := n.tls.dial(ctx, c, addr)
 		if err != nil {
