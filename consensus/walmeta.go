@@ -447,86 +447,97 @@ func scanSegments(walDir string, from uint64) (segmentScan, error) {
 	if err != nil {
 		return out, &DamageError{File: filepath.Join(walDir, walMetaFileName), Problem: err.Error()}
 	}
-	var codec wal.BinaryCodec
 	var prevTerm uint64
 	for i, si := range doc.State.Segments {
 		seg := filepath.Join(walDir, fmt.Sprintf("%020d-%016x.wal", si.BaseIndex, si.ID))
 		isTail := i == len(doc.State.Segments)-1
-		b, err := os.ReadFile(seg)
+		b, release, err := readSegment(seg)
 		if errors.Is(err, os.ErrNotExist) && isTail {
 			continue // raft-wal creates a listed tail that a crash kept from being made
 		}
 		if err != nil {
 			return out, &DamageError{File: seg, Problem: err.Error()}
 		}
-		const (
-			fileHeader  = 32
-			frameHeader = 8
-		)
-		isLive := func(idx uint64) bool { return idx >= si.MinIndex && (si.MaxIndex == 0 || idx <= si.MaxIndex) }
-		off, crcStart := int64(fileHeader), int64(0)
-		next := si.BaseIndex // index of the next entry frame
-		var batch [][2]int64 // payload offset and length of the batch's entries
-		var torn *DamageError
-		for off+frameHeader <= int64(len(b)) {
-			typ, n := b[off], int64(binary.LittleEndian.Uint32(b[off+4:]))
-			if typ == 1 || typ == 2 { // entry, index
-				end := off + frameHeader + (n+7)&^7
-				if end > int64(len(b)) || n < 0 {
-					break
-				}
-				if typ == 1 {
-					batch = append(batch, [2]int64{off + frameHeader, n})
-				}
-				off = end
-				continue
-			}
-			if typ != 3 { // not a commit: the end of what was written
-				break
-			}
-			if torn != nil {
-				return out, torn // a batch before the last failed: only the last may be torn
-			}
-			batchFirst := next
-			next += uint64(len(batch))
-			live := len(batch) > 0 && isLive(batchFirst) || len(batch) > 0 && isLive(next-1)
-			if live && crc32.Checksum(b[crcStart:off], castagnoli) != uint32(n) {
-				torn = &DamageError{File: seg, Index: batchFirst,
-					Problem: fmt.Sprintf("the append batch at offset %d (entries from %d) fails its checksum", crcStart, batchFirst)}
-			} else {
-				for k, e := range batch {
-					idx := batchFirst + uint64(k)
-					if !isLive(idx) {
-						continue
-					}
-					var l raft.Log
-					if err := codec.Decode(b[e[0]:e[0]+e[1]], &l); err != nil {
-						return out, &DamageError{File: seg, Index: idx, Problem: fmt.Sprintf("does not decode: %v", err)}
-					}
-					if p := openEntry(idx, &l, idx < from); p != "" {
-						return out, &DamageError{File: seg, Index: idx, Problem: p}
-					}
-					if l.Term < prevTerm {
-						return out, &DamageError{File: seg, Index: idx, Problem: fmt.Sprintf("term %d after term %d", l.Term, prevTerm)}
-					}
-					prevTerm = l.Term
-					if out.count > 0 && idx != out.last+1 {
-						return out, &DamageError{File: seg, Index: idx, Problem: fmt.Sprintf("follows entry %d", out.last)}
-					}
-					if out.count == 0 {
-						out.first = idx
-					}
-					out.last = idx
-					out.count++
-				}
-			}
-			batch = batch[:0]
-			off += frameHeader
-			crcStart = off
+		torn, damage := scanSegment(seg, b, si, from, &prevTerm, &out)
+		release()
+		if damage != nil {
+			return out, damage
 		}
 		if torn != nil && !isTail {
 			return out, torn
 		}
 	}
 	return out, nil
+}
+
+// scanSegment checks the bytes b of one segment (see scanSegments) and adds its live entries to
+// out. A last batch that fails its checksum (torn by a crash) is returned apart from the errors:
+// it is damage only in a segment other than the tail.
+func scanSegment(seg string, b []byte, si types.SegmentInfo, from uint64, prevTerm *uint64, out *segmentScan) (torn, damage *DamageError) {
+	var codec wal.BinaryCodec
+	const (
+		fileHeader  = 32
+		frameHeader = 8
+	)
+	isLive := func(idx uint64) bool { return idx >= si.MinIndex && (si.MaxIndex == 0 || idx <= si.MaxIndex) }
+	off, crcStart := int64(fileHeader), int64(0)
+	next := si.BaseIndex // index of the next entry frame
+	var batch [][2]int64 // payload offset and length of the batch's entries
+	for off+frameHeader <= int64(len(b)) {
+		typ, n := b[off], int64(binary.LittleEndian.Uint32(b[off+4:]))
+		if typ == 1 || typ == 2 { // entry, index
+			end := off + frameHeader + (n+7)&^7
+			if end > int64(len(b)) || n < 0 {
+				break
+			}
+			if typ == 1 {
+				batch = append(batch, [2]int64{off + frameHeader, n})
+			}
+			off = end
+			continue
+		}
+		if typ != 3 { // not a commit: the end of what was written
+			break
+		}
+		if torn != nil {
+			return nil, torn // a batch before the last failed: only the last may be torn
+		}
+		batchFirst := next
+		next += uint64(len(batch))
+		live := len(batch) > 0 && isLive(batchFirst) || len(batch) > 0 && isLive(next-1)
+		if live && crc32.Checksum(b[crcStart:off], castagnoli) != uint32(n) {
+			torn = &DamageError{File: seg, Index: batchFirst,
+				Problem: fmt.Sprintf("the append batch at offset %d (entries from %d) fails its checksum", crcStart, batchFirst)}
+		} else {
+			for k, e := range batch {
+				idx := batchFirst + uint64(k)
+				if !isLive(idx) {
+					continue
+				}
+				var l raft.Log
+				if err := codec.Decode(b[e[0]:e[0]+e[1]], &l); err != nil {
+					return nil, &DamageError{File: seg, Index: idx, Problem: fmt.Sprintf("does not decode: %v", err)}
+				}
+				if p := openEntry(idx, &l, idx < from); p != "" {
+					return nil, &DamageError{File: seg, Index: idx, Problem: p}
+				}
+				if l.Term < *prevTerm {
+					return nil, &DamageError{File: seg, Index: idx, Problem: fmt.Sprintf("term %d after term %d", l.Term, *prevTerm)}
+				}
+				*prevTerm = l.Term
+				if out.count > 0 && idx != out.last+1 {
+					return nil, &DamageError{File: seg, Index: idx, Problem: fmt.Sprintf("follows entry %d", out.last)}
+				}
+				if out.count == 0 {
+					out.first = idx
+				}
+				out.last = idx
+				out.count++
+			}
+		}
+		batch = batch[:0]
+		off += frameHeader
+		crcStart = off
+	}
+	return torn, nil
 }
