@@ -2,6 +2,9 @@ package conformance
 
 import (
 	"bytes"
+	"errors"
+	"io"
+	"strings"
 	"testing"
 
 	"github.com/zkd-io/zkd/jute"
@@ -111,18 +114,18 @@ func TestHandshake(t *testing.T) {
 			wrong := bytes.Clone(a.Session.Passwd)
 			wrong[0] ^= 0xff
 			b := e.dial()
-			resp, frame, err := b.Handshake(jute.ConnectRequest{TimeOut: 10000, SessionID: a.Session.SessionID, Passwd: wrong})
-			must(t, "handshake", err)
-			wantExpiredResponse(t, resp, frame, false)
+			if !expiredHandshake(t, e, b, jute.ConnectRequest{TimeOut: 10000, SessionID: a.Session.SessionID, Passwd: wrong}) {
+				return
+			}
 			if err := b.ExpectClosed(waitTimeout); err != nil {
 				t.Fatalf("after the expired response: %v", err)
 			}
 		}},
 		{"unknown_session_gets_the_expired_response_with_readOnly_byte", func(t *testing.T, e *env) {
 			b := e.dial()
-			resp, frame, err := b.Handshake(jute.ConnectRequest{TimeOut: 10000, SessionID: 0x0dead0000beef, Passwd: make([]byte, 16), HasReadOnly: true})
-			must(t, "handshake", err)
-			wantExpiredResponse(t, resp, frame, true)
+			if !expiredHandshake(t, e, b, jute.ConnectRequest{TimeOut: 10000, SessionID: 0x0dead0000beef, Passwd: make([]byte, 16), HasReadOnly: true}) {
+				return
+			}
 			if err := b.ExpectClosed(waitTimeout); err != nil {
 				t.Fatalf("after the expired response: %v", err)
 			}
@@ -132,9 +135,7 @@ func TestHandshake(t *testing.T) {
 			_, err := a.Do(jute.OpCloseSession, nil, nil)
 			must(t, "closeSession", err)
 			b := e.dial()
-			resp, frame, err := b.Handshake(jute.ConnectRequest{TimeOut: 10000, SessionID: a.Session.SessionID, Passwd: a.Session.Passwd})
-			must(t, "handshake", err)
-			wantExpiredResponse(t, resp, frame, false)
+			expiredHandshake(t, e, b, jute.ConnectRequest{TimeOut: 10000, SessionID: a.Session.SessionID, Passwd: a.Session.Passwd})
 		}},
 		{"client_ahead_of_server_is_closed_without_response", func(t *testing.T, e *env) {
 			r := e.dial()
@@ -274,6 +275,22 @@ func TestHandshake(t *testing.T) {
 			}
 		}},
 	})
+}
+
+// expiredHandshake sends req, which names a session the server must not reattach, on b and checks
+// the reply is the expired response. It reports whether there was one: real ZooKeeper now and
+// then closes such a connection without answering (go-zookeeper takes an EOF there for expiry),
+// which is recorded for it; zkd must always answer.
+func expiredHandshake(t *testing.T, e *env, b *Raw, req jute.ConnectRequest) bool {
+	t.Helper()
+	resp, frame, err := b.Handshake(req)
+	if errors.Is(err, io.EOF) && !strings.HasPrefix(e.tg.Name, "zkd") {
+		e.seen("connection closed without a ConnectResponse for session %#x", req.SessionID)
+		return false
+	}
+	must(t, "handshake", err)
+	wantExpiredResponse(t, resp, frame, req.HasReadOnly)
+	return true
 }
 
 // wantExpiredResponse checks ZooKeeper's answer to a bad or dead session: timeOut 0, session 0,

@@ -44,10 +44,7 @@ func TestSessions(t *testing.T) {
 			_, _, ch, err := e.zk.ExistsW(e.p("eph"))
 			must(t, "existsW", err)
 			zkEvent2(t, ch, expiryWait)
-			b := e.dial()
-			resp, frame, err := b.Handshake(jute.ConnectRequest{TimeOut: 4000, SessionID: r.Session.SessionID, Passwd: r.Session.Passwd})
-			must(t, "reattach", err)
-			wantExpiredResponse(t, resp, frame, false)
+			expiredHandshake(t, e, e.dial(), jute.ConnectRequest{TimeOut: 4000, SessionID: r.Session.SessionID, Passwd: r.Session.Passwd})
 		}},
 		{"silent_connection_without_handshake_is_eventually_closed", func(t *testing.T, e *env) {
 			if testing.Short() {
