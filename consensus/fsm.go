@@ -48,10 +48,11 @@ type fsm struct {
 	// sinceSnap counts the entry bytes applied since the last snapshot, opsSinceSnap the
 	// operations (a multi's each). Past snapBytes (or twice the tree's data size if snapByTree
 	// and that is larger), or past snapOps operations, it calls wantSnapshot once: snapAsked is
-	// set until a snapshot (or a failed one) resets the counts.
+	// set until a snapshot (or a failed one) resets the counts. snapAsks counts the calls.
 	sinceSnap    atomic.Uint64
 	opsSinceSnap atomic.Uint64
 	snapAsked    atomic.Bool
+	snapAsks     atomic.Uint64
 	snapBytes    uint64
 	snapByTree   bool
 	snapOps      uint64
@@ -135,6 +136,7 @@ func (f *fsm) applyCommand(l *raft.Log) any {
 	}
 	n, o := f.sinceSnap.Add(uint64(len(l.Data))), f.opsSinceSnap.Add(ops)
 	if f.wantSnapshot != nil && (n >= f.snapBytes || (f.snapOps > 0 && o >= f.snapOps)) && f.snapDue(n, o) {
+		f.snapAsks.Add(1)
 		f.wantSnapshot()
 	}
 	f.lastZxid.Store(zxid)
