@@ -142,7 +142,7 @@ func TestCluster(t *testing.T) {
 			// ZooKeeper rather than failed.
 			for _, rep := range got {
 				if rep.Header.Xid == xid && rep.Header.Err == 0 {
-					if strings.HasPrefix(e.tg.Name, "zkd") {
+					if e.isZkd() {
 						t.Fatalf("old connection got a successful reply %+v after the session moved", rep.Header)
 					}
 					e.seen("old connection got a successful reply %+v after the session moved", rep.Header)
@@ -156,7 +156,7 @@ func TestCluster(t *testing.T) {
 			// zkd refuses the write and closes the connection (SessionMoved). Real ZooKeeper 3.8
 			// usually does the same, but in CI an ensemble once kept the connection open past
 			// the timeout with the write unanswered, so only zkd is held to the close.
-			if strings.HasPrefix(e.tg.Name, "zkd") {
+			if e.isZkd() {
 				t.Fatalf("old connection after the session moved: %v", err)
 			}
 			e.seen("old connection after a move stayed open (%v) with %d replies, none a success", err, len(got))

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"strings"
 	"testing"
 
 	"github.com/zkd-io/zkd/jute"
@@ -284,7 +283,7 @@ func TestHandshake(t *testing.T) {
 func expiredHandshake(t *testing.T, e *env, b *Raw, req jute.ConnectRequest) bool {
 	t.Helper()
 	resp, frame, err := b.Handshake(req)
-	if errors.Is(err, io.EOF) && !strings.HasPrefix(e.tg.Name, "zkd") {
+	if errors.Is(err, io.EOF) && !e.isZkd() {
 		e.seen("connection closed without a ConnectResponse for session %#x", req.SessionID)
 		return false
 	}

@@ -295,6 +295,10 @@ func (e *env) watchBarrier(r *Raw) {
 }
 
 // seen logs which of several accepted behaviours (usually ZooKeeper 3.8's or 3.9's) the target showed.
+// isZkd reports whether the target is zkd, which some checks hold to a stricter answer than
+// real ZooKeeper gives every time.
+func (e *env) isZkd() bool { return strings.HasPrefix(e.tg.Name, "zkd") }
+
 func (e *env) seen(format string, args ...any) {
 	e.t.Helper()
 	e.t.Logf("target %s (version %q): "+format, append([]any{e.tg.Name, e.tg.Version}, args...)...)

@@ -188,13 +188,10 @@ func (p *Process) Kill() error {
 // next notices the signal, so a thread running on another CPU could otherwise still answer a
 // request sent just after the signal.
 func (p *Process) Pause() error {
-	l := p.current()
-	if l.exited() {
-		return ErrNotRunning
-	}
-	if err := l.signal(syscall.SIGSTOP); err != nil {
+	if err := p.signalRunning(syscall.SIGSTOP); err != nil {
 		return err
 	}
+	l := p.current()
 	deadline := time.Now().Add(pauseWait)
 	for !allStopped(l.cmd.Process.Pid) {
 		if l.exited() {
