@@ -59,7 +59,14 @@ type conn struct {
 	// does: "[0](queued=0,recved=1,sent=0)".
 	flw     atomic.Bool
 	stopped chan struct{} // closed by abort and finish: reader and executor stop
-	reqs    chan *request // admitted requests, reader → executor, closed when the reader ends
+	// reqs holds the admitted requests, reader → executor; readEnd is closed when the reader
+	// has admitted its last one. reqs itself is never closed, so that it can serve another
+	// connection once this one ended (connBuffers).
+	reqs    chan *request
+	readEnd chan struct{}
+	// plainBr is the reader newConn gave the connection; startTLS reads the handshake and the
+	// TLS records through it and puts a reader of the decrypted stream in br.
+	plainBr *bufio.Reader
 	// readsQueued counts admitted requests the executor has yet to execute itself (reads and
 	// the like); readsDone is signalled after each. Writes wait for it to reach zero.
 	readsQueued atomic.Int32
@@ -105,19 +112,20 @@ func newConn(s *Server, nc net.Conn) *conn {
 	if h, _, err := net.SplitHostPort(remote); err == nil {
 		ip = h
 	}
+	br, reqs := s.connBuffers(nc)
 	c := &conn{
-		s:       s,
-		raw:     nc,
-		nc:      nc,
-		br:      bufio.NewReaderSize(nc, 16<<10),
-		out:     newOutQueue(s.cfg.MaxOutboundBytes),
-		remote:  remote,
-		ip:      ip,
-		log:     s.log.With("remote", remote),
-		stopped: make(chan struct{}),
-		// Pointers: a channel of request values would cost MaxInFlight times the struct
-		// (about 150KB) per connection, allocated and cleared on every connect.
-		reqs:      make(chan *request, s.cfg.MaxInFlight),
+		s:         s,
+		raw:       nc,
+		nc:        nc,
+		br:        br,
+		plainBr:   br,
+		out:       newOutQueue(s.cfg.MaxOutboundBytes),
+		remote:    remote,
+		ip:        ip,
+		log:       s.log.With("remote", remote),
+		stopped:   make(chan struct{}),
+		reqs:      reqs,
+		readEnd:   make(chan struct{}),
 		readsDone: make(chan struct{}, 1),
 	}
 	c.stats.established = time.Now()
@@ -127,6 +135,41 @@ func newConn(s *Server, nc net.Conn) *conn {
 	ids := []jute.Id{{Scheme: "ip", ID: ip}}
 	c.auth.Store(&ids)
 	return c
+}
+
+// connBuffers are a connection's 16 KiB read buffer and its queue of MaxInFlight admitted
+// requests (pointers: a channel of request values would cost MaxInFlight times the struct).
+type connBuffers struct {
+	br   *bufio.Reader
+	reqs chan *request
+}
+
+// connBuffers returns a read buffer over nc and an empty request queue, those of an ended
+// connection when there is one.
+func (s *Server) connBuffers(nc net.Conn) (*bufio.Reader, chan *request) {
+	if b, ok := s.connBufs.Get().(*connBuffers); ok {
+		b.br.Reset(nc)
+		return b.br, b.reqs
+	}
+	return bufio.NewReaderSize(nc, 16<<10), make(chan *request, s.cfg.MaxInFlight)
+}
+
+// releaseBuffers gives the connection's read buffer and request queue to a later connection. It
+// is called once the reader and the executor have ended: nothing reads the buffer any more (no
+// frame or record refers into it: FrameReader copies each frame out) and nothing sends to the
+// queue. What is still queued was never answered; it is counted as stale and dropped.
+func (c *conn) releaseBuffers() {
+	for {
+		select {
+		case <-c.reqs:
+			c.s.m.stale.Add(1)
+			continue
+		default:
+		}
+		break
+	}
+	c.plainBr.Reset(nil)
+	c.s.connBufs.Put(&connBuffers{br: c.plainBr, reqs: c.reqs})
 }
 
 func (c *conn) session() int64     { return c.sid.Load() }
@@ -171,6 +214,7 @@ func (c *conn) serve(ctx context.Context) {
 	if c.mode != modePlain && !c.startTLS() {
 		c.abort(errClosedByServer)
 		c.s.connClosed(c)
+		c.releaseBuffers()
 		return
 	}
 	// ctx ends when the writer does, which is when the connection is closed for any reason, so
@@ -196,11 +240,8 @@ func (c *conn) serve(ctx context.Context) {
 		c.abort(errClosedByServer)
 		wg.Wait()
 		cancel()
-		// Requests still queued were admitted and will never be answered.
-		if n := len(c.reqs); n > 0 {
-			c.s.m.stale.Add(int64(n))
-		}
 		c.s.connClosed(c)
+		c.releaseBuffers()
 	}()
 	defer c.recoverPanic()
 	err := c.readLoop(ctx)
@@ -208,7 +249,7 @@ func (c *conn) serve(ctx context.Context) {
 		c.log.Debug("connection ended", "err", err)
 	}
 	// Let the executor answer what was admitted (closeSession's reply, writes in flight).
-	close(c.reqs)
+	close(c.readEnd)
 	<-execDone
 }
 

@@ -231,16 +231,21 @@ func (c *conn) enqueue(r *request) bool {
 // admitted is answered, or the connection is stopped.
 func (c *conn) executeLoop(ctx context.Context) {
 	for {
+		var r *request
 		select {
 		case <-c.stopped:
 			return
-		case r, ok := <-c.reqs:
-			if !ok {
+		case r = <-c.reqs:
+		case <-c.readEnd:
+			// The reader queued everything before it closed readEnd: answer what is left.
+			select {
+			case r = <-c.reqs:
+			default:
 				return
 			}
-			if !c.complete(ctx, r) {
-				return
-			}
+		}
+		if !c.complete(ctx, r) {
+			return
 		}
 	}
 }

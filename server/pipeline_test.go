@@ -72,3 +72,52 @@ func TestUndecodableWriteIsMarshallingError(t *testing.T) {
 		t.Fatalf("exists after the failed write = %v; want NoNode and the connection still open", err)
 	}
 }
+
+// Connections that end with requests still unanswered hand their buffers to later connections
+// (conn.go); a later connection must get exactly its own replies, in order, and nothing of what the
+// earlier ones left behind.
+func TestAbandonedConnectionsLeaveNothingBehind(t *testing.T) {
+	s := zkdtest.Start(t, zkdtest.WithoutRaft())
+	setup := rawSession(t, s.Addr())
+	mustCreate(t, setup, "/p", openACL, 0)
+	for round := range 30 {
+		// A burst of writes and reads, and the socket closed before any reply is read.
+		a := rawSession(t, s.Addr())
+		var burst []byte
+		for i := range 50 {
+			burst = append(burst, conformance.EncodeRequest(int32(1000+i), jute.OpSetData, &jute.SetDataRequest{Path: "/p", Data: []byte("a"), Version: -1})...)
+			burst = append(burst, conformance.EncodeRequest(int32(2000+i), jute.OpGetData, &jute.GetDataRequest{Path: "/p"})...)
+		}
+		if err := a.WriteBytes(burst); err != nil {
+			t.Fatal(err)
+		}
+		_ = a.Close()
+
+		b := rawSession(t, s.Addr())
+		var mine []byte
+		for i := range 5 {
+			mine = append(mine, conformance.EncodeRequest(int32(i+1), jute.OpExists, &jute.ExistsRequest{Path: "/p"})...)
+		}
+		if err := b.WriteBytes(mine); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 5 {
+			rep, err := b.ReadReply()
+			if err != nil {
+				t.Fatalf("round %d: reply %d: %v", round, i, err)
+			}
+			if rep.Header.Xid != int32(i+1) || rep.Header.Err != 0 {
+				t.Fatalf("round %d: reply %d is %+v; want xid %d, OK", round, i, rep.Header, i+1)
+			}
+		}
+		// Nothing else arrives: a ping is answered next.
+		if err := b.WriteBytes(conformance.EncodeRequest(-2, jute.OpPing, nil)); err != nil {
+			t.Fatal(err)
+		}
+		rep, err := b.ReadReply()
+		if err != nil || rep.Header.Xid != -2 {
+			t.Fatalf("round %d: after its own replies the connection got %+v, %v; want the ping reply", round, rep.Header, err)
+		}
+		_ = b.Close()
+	}
+}

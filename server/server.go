@@ -41,6 +41,9 @@ type Server struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	// connBufs keeps the read buffers and request queues of ended connections for new ones
+	// (conn.go): under session churn they were most of the bytes the server allocated.
+	connBufs sync.Pool
 
 	mu struct {
 		sync.Mutex

@@ -1,0 +1,42 @@
+package server
+
+import (
+	"io"
+	"net"
+	"testing"
+)
+
+// An ended connection's buffers go to the next connection clean: requests its executor never
+// answered are counted stale and dropped rather than handed to the new connection, and the reader
+// reads the new socket.
+func TestReleasedConnBuffersStartClean(t *testing.T) {
+	cfg := Config{MaxInFlight: 8}.withDefaults()
+	s := newServer(cfg)
+	t.Cleanup(s.cancel)
+	old, oldPeer := net.Pipe()
+	t.Cleanup(func() { _ = old.Close(); _ = oldPeer.Close() })
+	c := newConn(s, old)
+	for range 3 {
+		c.reqs <- &request{}
+	}
+	before := s.m.stale.Total()
+	c.releaseBuffers()
+	if got := s.m.stale.Total() - before; got != 3 {
+		t.Fatalf("stale requests counted on release = %d; want 3", got)
+	}
+	if len(c.reqs) != 0 {
+		t.Fatalf("released queue still holds %d requests", len(c.reqs))
+	}
+
+	nc, peer := net.Pipe()
+	t.Cleanup(func() { _ = nc.Close(); _ = peer.Close() })
+	br, reqs := s.connBuffers(nc)
+	if len(reqs) != 0 || cap(reqs) != cfg.MaxInFlight {
+		t.Fatalf("new connection's queue: len %d cap %d; want empty with room for %d", len(reqs), cap(reqs), cfg.MaxInFlight)
+	}
+	go func() { _, _ = peer.Write([]byte("ruok")) }()
+	got := make([]byte, 4)
+	if _, err := io.ReadFull(br, got); err != nil || string(got) != "ruok" {
+		t.Fatalf("new connection's reader read %q, %v; want the new socket's bytes", got, err)
+	}
+}
