@@ -71,7 +71,7 @@ type command struct {
 }
 
 func (c *command) marshal() []byte {
-	b := make([]byte, cmdHeaderSize, cmdHeaderSize+64+len(c.body))
+	b := make([]byte, cmdHeaderSize, c.size())
 	b[0] = c.typ
 	b[1] = cmdVersion
 	binary.BigEndian.PutUint64(b[2:], uint64(c.time))
@@ -93,6 +93,15 @@ func (c *command) marshal() []byte {
 	}
 	e.Buffer(c.body)
 	return e.Bytes()
+}
+
+// size is the length of the encoded entry, so that marshal allocates once.
+func (c *command) size() int {
+	n := cmdHeaderSize + 4 + len(c.origin) + 8 + 4 + 8 + 8 + 4 + 4 + 4 + len(c.body)
+	for _, id := range c.auth {
+		n += 4 + len(id.Scheme) + 4 + len(id.ID)
+	}
+	return n
 }
 
 // unmarshalCommand decodes an entry. An unknown type is reported with the type set and

@@ -19,7 +19,11 @@ func TestCommandRoundTrip(t *testing.T) {
 	c := command{typ: cmdTxn, time: 1700000000123, session: 0x1234, origin: "n1/abc", seq: 99, op: jute.OpSetData,
 		auth: []jute.Id{{Scheme: "ip", ID: "127.0.0.1"}, {Scheme: "digest", ID: "u:x"}}, body: []byte{1, 2, 3},
 		flags: cmdNoTTL | cmdSASLACL}
-	got, err := unmarshalCommand(c.marshal())
+	b := c.marshal()
+	if len(b) != c.size() || cap(b) != c.size() {
+		t.Fatalf("marshal gave %d bytes in a buffer of %d; size() says %d for both", len(b), cap(b), c.size())
+	}
+	got, err := unmarshalCommand(b)
 	if err != nil {
 		t.Fatal(err)
 	}
