@@ -148,6 +148,9 @@ type connBuffers struct {
 // connection when there is one.
 func (s *Server) connBuffers(nc net.Conn) (*bufio.Reader, chan *request) {
 	if b, ok := s.connBufs.Get().(*connBuffers); ok {
+		if b.br == nil {
+			return bufio.NewReaderSize(nc, 16<<10), b.reqs
+		}
 		b.br.Reset(nc)
 		return b.br, b.reqs
 	}
@@ -157,7 +160,9 @@ func (s *Server) connBuffers(nc net.Conn) (*bufio.Reader, chan *request) {
 // releaseBuffers gives the connection's read buffer and request queue to a later connection. It
 // is called once the reader and the executor have ended: nothing reads the buffer any more (no
 // frame or record refers into it: FrameReader copies each frame out) and nothing sends to the
-// queue. What is still queued was never answered; it is counted as stale and dropped.
+// queue. What is still queued was never answered; it is counted as stale and dropped. The read
+// buffer of a TLS connection is not reused: the TLS connection keeps reading through it, and
+// were anything ever to read that connection late, it would read another client's bytes.
 func (c *conn) releaseBuffers() {
 	for {
 		select {
@@ -168,8 +173,12 @@ func (c *conn) releaseBuffers() {
 		}
 		break
 	}
-	c.plainBr.Reset(nil)
-	c.s.connBufs.Put(&connBuffers{br: c.plainBr, reqs: c.reqs})
+	b := &connBuffers{reqs: c.reqs}
+	if c.nc == c.raw {
+		c.plainBr.Reset(nil)
+		b.br = c.plainBr
+	}
+	c.s.connBufs.Put(b)
 }
 
 func (c *conn) session() int64     { return c.sid.Load() }

@@ -40,3 +40,18 @@ func TestReleasedConnBuffersStartClean(t *testing.T) {
 		t.Fatalf("new connection's reader read %q, %v; want the new socket's bytes", got, err)
 	}
 }
+
+// A TLS connection's plain reader is not handed on: the TLS connection reads through it.
+func TestTLSConnReaderIsNotReused(t *testing.T) {
+	s := newServer(Config{}.withDefaults())
+	t.Cleanup(s.cancel)
+	raw, rawPeer := net.Pipe()
+	tlsSide, tlsPeer := net.Pipe() // stands in for the TLS connection over raw
+	t.Cleanup(func() { _ = raw.Close(); _ = rawPeer.Close(); _ = tlsSide.Close(); _ = tlsPeer.Close() })
+	c := newConn(s, raw)
+	c.nc = tlsSide
+	c.releaseBuffers()
+	if b, ok := s.connBufs.Get().(*connBuffers); ok && b.br != nil {
+		t.Fatal("a TLS connection's reader went back to the pool")
+	}
+}
