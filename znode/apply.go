@@ -20,6 +20,33 @@ type applier struct {
 	txn    *Txn
 	events []Event
 	closed []int64
+	// tr is set while a multi is applied: the nodes in owned and the child B-tree nodes tr owns
+	// were made by this Apply and are not reachable from any View yet, so later ops of the multi
+	// change them in place rather than copying them again (see own). A failed multi drops them
+	// with the working state, as it drops copies.
+	tr    *transient
+	owned []*node
+}
+
+// maxOwned bounds the nodes a multi changes in place (their lookup is a linear scan).
+const maxOwned = 32
+
+// own returns the node to change in place of n: n itself if this Apply made it (a multi's
+// earlier op copied it), otherwise a copy, which later ops of a multi may change in place.
+// A caller must read what it needs of n's old state before calling.
+func (a *applier) own(n *node) *node {
+	if a.tr != nil {
+		for _, o := range a.owned {
+			if o == n {
+				return n
+			}
+		}
+	}
+	c := *n
+	if a.tr != nil && len(a.owned) < maxOwned {
+		a.owned = append(a.owned, &c)
+	}
+	return &c
 }
 
 // Apply applies txn as transaction zxid and publishes the new state. It must not be called
@@ -36,6 +63,9 @@ func (t *Tree) Apply(zxid int64, txn *Txn) Result {
 	}
 	a := applier{t: t, v: *old, zxid: zxid, txn: txn}
 	a.v.zxid = zxid
+	if txn.Op == jute.OpMulti && !t.copyMultis {
+		a.tr = new(transient)
+	}
 	var (
 		sess   *session
 		resp   jute.Record
@@ -255,13 +285,13 @@ func (a *applier) create(op jute.Op, path string, data []byte, acl []jute.ACL, m
 		n.owner = ttl
 	}
 	a.rewrite(parentPath, 1, func(p *node) *node {
-		c := *p
-		c.kids, _ = c.kids.set(n)
+		c := a.own(p)
+		c.kids, _ = c.kids.setIn(a.tr, n)
 		c.cversion++
 		c.numChildren++
 		c.desc++
 		c.pzxid = a.zxid
-		return &c
+		return c
 	})
 	a.v.nodes++
 	a.v.dataSize += int64(len(path) + len(data))
@@ -367,12 +397,12 @@ func (a *applier) remove(path, parentPath string, n *node, untrack bool) {
 	var parentACL []jute.ACL
 	a.rewrite(parentPath, -1, func(p *node) *node {
 		parentACL = p.acl.list
-		c := *p
+		c := a.own(p)
 		c.kids, _ = c.kids.delete(n.name)
 		c.numChildren--
 		c.desc--
 		c.pzxid = a.zxid
-		return &c
+		return c
 	})
 	a.v.nodes--
 	a.v.dataSize -= int64(len(path) + len(n.data))
@@ -412,17 +442,18 @@ func (a *applier) setData(path string, data []byte, version int32) (jute.Stat, e
 		return jute.Stat{}, jute.CodeBadVersion
 	}
 	var st jute.Stat
+	grew := int64(len(data) - len(n.data)) // before rewrite, which may change n in place
 	a.rewrite(path, 0, func(p *node) *node {
-		c := *p
+		c := a.own(p)
 		c.data = data
 		c.version++
 		c.mzxid = a.zxid
 		c.mtime = a.txn.Time
 		st = c.stat()
-		return &c
+		return c
 	})
-	a.v.dataSize += int64(len(data) - len(n.data))
-	a.chargeQuota(path, int64(len(data)-len(n.data)), 0)
+	a.v.dataSize += grew
+	a.chargeQuota(path, grew, 0)
 	a.events = append(a.events, Event{Type: jute.EventNodeDataChanged, Path: path, ACL: n.acl.list})
 	return st, nil
 }
@@ -448,11 +479,11 @@ func (a *applier) setACL(path string, acl []jute.ACL, version int32) (jute.Stat,
 	set := a.t.acls.intern(fixed)
 	var st jute.Stat
 	a.rewrite(path, 0, func(p *node) *node {
-		c := *p
+		c := a.own(p)
 		c.acl = set
 		c.aversion++
 		st = c.stat()
-		return &c
+		return c
 	})
 	return st, nil
 }
@@ -490,11 +521,14 @@ func (a *applier) rewrite(path string, delta int32, fn func(*node) *node) {
 	}
 	last, _ := n.kids.get(segs[len(segs)-1])
 	nn := fn(last)
+	prev := last
 	for i := len(chain) - 1; i >= 0; i-- {
-		c := *chain[i]
-		c.kids, _ = c.kids.set(nn)
+		c := a.own(chain[i])
+		if nn != prev { // else the child was changed in place and c already points at it
+			c.kids, _ = c.kids.setIn(a.tr, nn)
+		}
 		c.desc += delta
-		nn = &c
+		prev, nn = chain[i], c
 	}
 	a.v.root = nn
 	clear(chain)

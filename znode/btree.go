@@ -1,14 +1,19 @@
 package znode
 
-import "cmp"
+import (
+	"cmp"
+	"slices"
+)
 
 // The tree's ordered maps (each node's children, the session table, each session's ephemerals and
 // the container and TTL indexes) are persistent B-trees: a change never modifies a bnode, it copies
 // the nodes on the path from the root to the change and shares everything else. An old root stays a
 // valid, unchanging map, which is what makes a View free to take and safe to read while Apply runs.
+// The one exception is setIn: the bnodes a multi's transient made are changed in place by its later
+// ops, because no View reaches them yet.
 //
 // Each bnode holds its items in an exactly sized slice (a copy is made for every change anyway),
-// so a half-full node costs no unused slots.
+// so a half-full node costs no unused slots; a transient's bnodes may keep some spare capacity.
 
 const (
 	maxItems = 31 // entries per bnode before it splits
@@ -24,7 +29,15 @@ type item[K cmp.Ordered] interface {
 type bnode[K cmp.Ordered, V item[K]] struct {
 	items []V
 	kids  []*bnode[K, V] // nil in a leaf; otherwise len(items)+1
+	// owner is the transient that made this bnode, if one did (see setIn); nil otherwise.
+	owner *transient
 }
+
+// transient marks the bnodes one multi's Apply made: they are not yet reachable from any View, so
+// the later ops of the same multi may change them in place instead of copying them again (the
+// "transient" of persistent data structures). Its address is its identity: a bnode keeps its
+// owner alive, so no later transient can have the same address while such a bnode exists.
+type transient struct{ _ byte }
 
 // btree is a persistent ordered set of items, keyed by their key(). The zero value is empty. Its
 // methods never modify the receiver: they return the changed tree.
@@ -77,6 +90,68 @@ func (t btree[K, V]) set(v V) (btree[K, V], bool) {
 		n = &bnode[K, V]{items: []V{med}, kids: []*bnode[K, V]{n, right}}
 	}
 	return btree[K, V]{root: n}, replaced
+}
+
+// setIn is set for a transient: bnodes owned by tr are changed in place, others are copied into
+// tr's ownership, so a run of inserts into the same region copies its path once instead of every
+// time. With a nil tr it is set.
+func (t btree[K, V]) setIn(tr *transient, v V) (btree[K, V], bool) {
+	if tr == nil {
+		return t.set(v)
+	}
+	if t.root == nil {
+		return btree[K, V]{root: &bnode[K, V]{items: []V{v}, owner: tr}}, false
+	}
+	n, med, right, replaced := t.root.insertIn(tr, v.key(), v)
+	if right != nil {
+		n = &bnode[K, V]{items: []V{med}, kids: []*bnode[K, V]{n, right}, owner: tr}
+	}
+	return btree[K, V]{root: n}, replaced
+}
+
+// own returns n itself when tr owns it, or else a copy owned by tr with slices of its own.
+func (n *bnode[K, V]) own(tr *transient) *bnode[K, V] {
+	if n.owner == tr {
+		return n
+	}
+	return &bnode[K, V]{items: clone(n.items), kids: clone(n.kids), owner: tr}
+}
+
+// insertIn is insert for a transient: it returns n, or tr's copy of it, with (k, v) in it, split in
+// two around the median entry if it overflowed.
+func (n *bnode[K, V]) insertIn(tr *transient, k K, v V) (*bnode[K, V], V, *bnode[K, V], bool) {
+	var zero V
+	i, found := n.search(k)
+	if found {
+		c := n.own(tr)
+		c.items[i] = v
+		return c, zero, nil, true
+	}
+	if n.kids == nil {
+		c := n.own(tr)
+		c.items = slices.Insert(c.items, i, v)
+		l, med, r := splitIn(tr, c)
+		return l, med, r, false
+	}
+	child, med, right, replaced := n.kids[i].insertIn(tr, k, v)
+	c := n.own(tr)
+	c.kids[i] = child
+	if right == nil {
+		return c, zero, nil, replaced
+	}
+	c.items = slices.Insert(c.items, i, med)
+	c.kids = slices.Insert(c.kids, i+1, right)
+	l, m, r := splitIn(tr, c)
+	return l, m, r, replaced
+}
+
+// splitIn is split for a transient's bnode: both halves are new and owned by tr.
+func splitIn[K cmp.Ordered, V item[K]](tr *transient, n *bnode[K, V]) (*bnode[K, V], V, *bnode[K, V]) {
+	l, med, r := split(n)
+	if r != nil {
+		l.owner, r.owner = tr, tr
+	}
+	return l, med, r
 }
 
 func insertAt[T any](s []T, i int, v T) []T {

@@ -14,7 +14,8 @@
 // published; Apply copies the changed node and its ancestors (path copying over persistent B-trees)
 // and publishes the new root with an atomic store. So reads and snapshot writing run in parallel
 // with Apply without locks, and a multi is all-or-nothing by building on a working copy that is
-// dropped if an op fails.
+// dropped if an op fails. Within a multi, the copies made by its earlier ops are changed in place
+// by later ones (they are not published yet), so a path is copied once per multi, not per op.
 //
 // # Errors
 //

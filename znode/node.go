@@ -17,7 +17,8 @@ const (
 )
 
 // node is one znode. A node is never modified after it is published: Apply makes a changed copy and
-// copies its ancestors (path copying), so any View can read the nodes it reaches without locks.
+// copies its ancestors (path copying), so any View can read the nodes it reaches without locks. (A
+// multi changes the copies it made itself in place; see applier.own.)
 // The layout is kept within a 128-byte allocation.
 type node struct {
 	name  string // the last path segment; "" for the root
@@ -98,6 +99,9 @@ type Tree struct {
 	// scratch space for Apply, reused between transactions
 	segs  []string
 	chain []*node
+	// copyMultis makes a multi copy every node it changes, as single ops do, instead of changing
+	// its own copies in place; the tests compare the two.
+	copyMultis bool
 }
 
 // Paths of the nodes every tree has, and the data size ZooKeeper reports for them: its node map holds

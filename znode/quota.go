@@ -142,12 +142,13 @@ func (a *applier) setQuotaStats(path string, n *node, text []byte) {
 	if bytes.Equal(n.data, text) {
 		return
 	}
+	grew := int64(len(text) - len(n.data)) // before rewrite, which may change n in place
 	a.rewrite(path, 0, func(p *node) *node {
-		c := *p
+		c := a.own(p)
 		c.data = text
-		return &c
+		return c
 	})
-	a.v.dataSize += int64(len(text) - len(n.data))
+	a.v.dataSize += grew
 }
 
 // quotaStats is the content of a stats (or limits) node: ZooKeeper's StatsTrack. A missing count
