@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Alternating A/B of zkd builds on one zkbench workload, standalone, one server at a time:
+# throughput and the server's CPU per operation (user+system from /proc, all threads).
+#
+#   scripts/bench/ab.sh WORKLOAD ROUNDS BIN_A BIN_B [zkbench flags...]
+#
+# e.g. build the two revisions first:
+#   git stash; go build -o /tmp/zkd-a ./cmd/zkd; git stash pop; go build -o /tmp/zkd-b ./cmd/zkd
+#   scripts/bench/ab.sh session 4 /tmp/zkd-a /tmp/zkd-b
+#   scripts/bench/ab.sh set 3 /tmp/zkd-a /tmp/zkd-b -clients 1 -conns 1
+# The machine is shared and noisy: compare rounds side by side, never single runs.
+set -euo pipefail
+[ $# -ge 4 ] || { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+w=$1 rounds=$2 a=$3 b=$4
+shift 4
+root=$(cd "$(dirname "$0")/../.." && pwd)
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/zkd-ab.XXXXXX")
+pid=
+cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null; rm -rf "$tmp"; }
+trap cleanup EXIT
+(cd "$root" && go build -o "$tmp/zkbench" ./cmd/zkbench)
+port=${AB_PORT:-21817}
+cpu() { awk '{print $14+$15}' "/proc/$1/stat"; }
+ticks=$(getconf CLK_TCK)
+for _ in $(seq "$rounds"); do
+	for bin in "$a" "$b"; do
+		rm -rf "$tmp/data" && mkdir -p "$tmp/data"
+		"$bin" -addr "127.0.0.1:$port" -data "$tmp/data" -admin off >"$tmp/log" 2>&1 &
+		pid=$!
+		for _ in $(seq 100); do [ "$(echo ruok | nc -q1 127.0.0.1 "$port" 2>/dev/null)" = imok ] && break; sleep 0.1; done
+		c0=$(cpu "$pid")
+		"$tmp/zkbench" -addr "127.0.0.1:$port" -workload "$w" -duration 6s -json "$@" >"$tmp/out.json" 2>/dev/null
+		c1=$(cpu "$pid")
+		kill "$pid"; wait "$pid" 2>/dev/null || true; pid=
+		ops=$(grep -o '"ops":[0-9]*' "$tmp/out.json" | cut -d: -f2)
+		tp=$(grep -o '"throughput":[0-9.]*' "$tmp/out.json" | cut -d: -f2)
+		awk -v bin="$bin" -v tp="$tp" -v c="$((c1 - c0))" -v ops="$ops" -v hz="$ticks" \
+			'BEGIN { printf "%s\tops/s %.0f\tserver CPU %.1f us/op\n", bin, tp, c * 1e6 / hz / ops }'
+	done
+done
