@@ -13,25 +13,19 @@ set -euo pipefail
 [ $# -ge 4 ] || { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 w=$1 rounds=$2 a=$3 b=$4
 shift 4
-root=$(cd "$(dirname "$0")/../.." && pwd)
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/zkd-ab.XXXXXX")
-pid=
-cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null; rm -rf "$tmp"; }
-trap cleanup EXIT
-(cd "$root" && go build -o "$tmp/zkbench" ./cmd/zkbench)
+. "$(dirname "$0")/lib.sh"
+bench_setup ab
 port=${AB_PORT:-21817}
 cpu() { awk '{print $14+$15}' "/proc/$1/stat"; }
 ticks=$(getconf CLK_TCK)
 for _ in $(seq "$rounds"); do
 	for bin in "$a" "$b"; do
 		rm -rf "$tmp/data" && mkdir -p "$tmp/data"
-		"$bin" -addr "127.0.0.1:$port" -data "$tmp/data" -admin off >"$tmp/log" 2>&1 &
-		pid=$!
-		for _ in $(seq 100); do [ "$(echo ruok | nc -q1 127.0.0.1 "$port" 2>/dev/null)" = imok ] && break; sleep 0.1; done
+		bench_start "$port" "$bin" -addr "127.0.0.1:$port" -data "$tmp/data" -admin off
 		c0=$(cpu "$pid")
 		"$tmp/zkbench" -addr "127.0.0.1:$port" -workload "$w" -duration 6s -json "$@" >"$tmp/out.json" 2>/dev/null
 		c1=$(cpu "$pid")
-		kill "$pid"; wait "$pid" 2>/dev/null || true; pid=
+		bench_stop
 		ops=$(grep -o '"ops":[0-9]*' "$tmp/out.json" | cut -d: -f2)
 		tp=$(grep -o '"throughput":[0-9.]*' "$tmp/out.json" | cut -d: -f2)
 		awk -v bin="$bin" -v tp="$tp" -v c="$((c1 - c0))" -v ops="$ops" -v hz="$ticks" \

@@ -7,17 +7,11 @@
 set -euo pipefail
 [ $# -ge 1 ] || { sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 bin=$1 n=${2:-1000000}
-root=$(cd "$(dirname "$0")/../.." && pwd)
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/zkd-memload.XXXXXX")
-pid=
-cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null; rm -rf "$tmp"; }
-trap cleanup EXIT
-(cd "$root" && go build -o "$tmp/zkbench" ./cmd/zkbench)
+. "$(dirname "$0")/lib.sh"
+bench_setup memload
 port=${MEMLOAD_PORT:-21831}
 mkdir -p "$tmp/data"
-GODEBUG=gctrace=1 "$bin" -addr "127.0.0.1:$port" -data "$tmp/data" -admin off >"$tmp/log" 2>&1 &
-pid=$!
-for _ in $(seq 100); do [ "$(echo ruok | nc -q1 127.0.0.1 "$port" 2>/dev/null)" = imok ] && break; sleep 0.1; done
+bench_start "$port" env GODEBUG=gctrace=1 "$bin" -addr "127.0.0.1:$port" -data "$tmp/data" -admin off
 "$tmp/zkbench" populate -addr "127.0.0.1:$port" -n "$n" -size 128 -conns 8 -root /zkbench-mem | tail -n 1
 sleep 4
 rss=$(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status")

@@ -12,12 +12,8 @@ set -euo pipefail
 bin=$1 w=$2 out=$3
 kind=${4:-cpu}
 shift $(($# >= 4 ? 4 : 3))
-root=$(cd "$(dirname "$0")/../.." && pwd)
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/zkd-profile.XXXXXX")
-pid=
-cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null; rm -rf "$tmp"; }
-trap cleanup EXIT
-(cd "$root" && go build -o "$tmp/zkbench" ./cmd/zkbench)
+. "$(dirname "$0")/lib.sh"
+bench_setup profile
 port=${PROFILE_PORT:-21810} admin=${PROFILE_ADMIN_PORT:-28080}
 mkdir -p "$tmp/data"
 cat >"$tmp/zoo.cfg" <<CFG
@@ -28,9 +24,7 @@ admin.enableServer=true
 admin.serverPort=$admin
 admin.enablePprof=true
 CFG
-"$bin" -config "$tmp/zoo.cfg" >"$tmp/log" 2>&1 &
-pid=$!
-for _ in $(seq 100); do [ "$(echo ruok | nc -q1 127.0.0.1 "$port" 2>/dev/null)" = imok ] && break; sleep 0.1; done
+bench_start "$port" "$bin" -config "$tmp/zoo.cfg"
 "$tmp/zkbench" -addr "127.0.0.1:$port" -workload "$w" -duration 16s "$@" >"$tmp/bench.out" 2>&1 &
 load=$!
 case $kind in
