@@ -15,9 +15,66 @@ import (
 // avoiding disk I/O on recent entries.
 type LogCache struct {
 	store LogStore
-
 	cache []*Log
 	l     sync.RWMutex
+
+	// zkd change: a bound on the bytes the cache holds (see SetMaxBytes). size is what the
+	// entries in cache take; low is the lowest index that may still be in it.
+	maxBytes int
+	size     int
+	low      uint64
+}
+
+// logOverhead is what a cached entry costs beyond its Data and Extensions: the Log itself.
+const logOverhead = 96
+
+func logSize(l *Log) int { return logOverhead + len(l.Data) + len(l.Extensions) }
+
+// SetMaxBytes bounds the bytes of entries the cache keeps to n (zkd change; 0, the default, is
+// no bound beyond the capacity). Upstream bounds the cache only by its number of entries, so a
+// cache of 512 entries holds 512 MiB when every entry carries 1 MiB of data. Past the bound,
+// StoreLogs drops the oldest entries it has stored, never an entry that is only staged: a
+// replicator must find those in the cache (see StageLogs).
+func (c *LogCache) SetMaxBytes(n int) {
+	c.l.Lock()
+	c.maxBytes = n
+	c.l.Unlock()
+}
+
+// put places l in its slot, keeping size. The caller holds c.l.
+func (c *LogCache) put(l *Log) {
+	slot := l.Index % uint64(len(c.cache))
+	if old := c.cache[slot]; old != nil {
+		c.size -= logSize(old)
+	}
+	c.cache[slot] = l
+	c.size += logSize(l)
+}
+
+// drop empties slot i, keeping size. The caller holds c.l.
+func (c *LogCache) drop(i uint64) {
+	if old := c.cache[i]; old != nil {
+		c.size -= logSize(old)
+		c.cache[i] = nil
+	}
+}
+
+// trim drops the oldest entries up to index stored (all of which the store holds) until the
+// cache is within maxBytes. The caller holds c.l.
+func (c *LogCache) trim(stored uint64) {
+	if c.maxBytes <= 0 || c.size <= c.maxBytes {
+		return
+	}
+	n := uint64(len(c.cache))
+	if stored >= n && c.low < stored-n+1 {
+		c.low = stored - n + 1 // every older index's slot has been reused since
+	}
+	for ; c.size > c.maxBytes && c.low <= stored; c.low++ {
+		slot := c.low % n
+		if l := c.cache[slot]; l != nil && l.Index == c.low {
+			c.drop(slot)
+		}
+	}
 }
 
 // NewLogCache is used to create a new LogCache with the
@@ -70,9 +127,12 @@ func (c *LogCache) StoreLogs(logs []*Log) error {
 		return fmt.Errorf("unable to store logs within log store, err: %q", err)
 	}
 	c.l.Lock()
+	var last uint64
 	for _, l := range logs {
-		c.cache[l.Index%uint64(len(c.cache))] = l
+		c.put(l)
+		last = max(last, l.Index)
 	}
+	c.trim(last)
 	c.l.Unlock()
 	return nil
 }
@@ -98,7 +158,7 @@ func (c *LogCache) StageLogs(logs []*Log) bool {
 	}
 	c.l.Lock()
 	for _, l := range logs {
-		c.cache[l.Index%uint64(len(c.cache))] = l
+		c.put(l)
 	}
 	c.l.Unlock()
 	return true
@@ -111,7 +171,7 @@ func (c *LogCache) UnstageLogs(logs []*Log) {
 	for _, l := range logs {
 		slot := l.Index % uint64(len(c.cache))
 		if c.cache[slot] == l {
-			c.cache[slot] = nil
+			c.drop(slot)
 		}
 	}
 	c.l.Unlock()
@@ -133,8 +193,11 @@ func (c *LogCache) DeleteRange(min, max uint64) error {
 	c.l.Lock()
 	for i, l := range c.cache {
 		if l != nil && l.Index >= min && l.Index <= max {
-			c.cache[i] = nil
+			c.drop(uint64(i))
 		}
+	}
+	if min < c.low {
+		c.low = min // the indexes from min on may be written again
 	}
 	c.l.Unlock()
 
