@@ -24,8 +24,9 @@ type applier struct {
 	// were made by this Apply and are not reachable from any View yet, so later ops of the multi
 	// change them in place rather than copying them again (see own). A failed multi drops them
 	// with the working state, as it drops copies.
-	tr    *transient
-	owned []*node
+	tr       *transient
+	owned    []*node
+	ownedExt []*nodeExt
 }
 
 // maxOwned bounds the nodes a multi changes in place (their lookup is a linear scan).
@@ -49,10 +50,29 @@ func (a *applier) own(n *node) *node {
 	return &c
 }
 
+// ext returns the nodeExt of c, a node the applier owns, for the caller to change: c.x itself if
+// this multi made it for c, otherwise a copy (or the defaults) stored in c.x. Like own, it lets a
+// multi's later ops change what its earlier ops made instead of copying it again.
+func (a *applier) ext(c *node) *nodeExt {
+	if a.tr != nil && c.x != nil {
+		for _, x := range a.ownedExt {
+			if x == c.x {
+				return x
+			}
+		}
+	}
+	x := c.ext()
+	c.x = x
+	if a.tr != nil && len(a.ownedExt) < maxOwned {
+		a.ownedExt = append(a.ownedExt, x)
+	}
+	return x
+}
+
 // Apply applies txn as transaction zxid and publishes the new state. It must not be called
 // concurrently with itself. A write that fails still advances LastZxid to zxid and changes nothing
-// else. Apply keeps references to the byte slices and ACL slices in txn.Req; the caller must not
-// modify them afterwards.
+// else. Apply copies what it keeps of txn.Req, so txn may alias a buffer the caller reuses or
+// changes once Apply returns.
 func (t *Tree) Apply(zxid int64, txn *Txn) Result {
 	old := t.cur.Load()
 	if txn == nil {
@@ -254,7 +274,7 @@ func (a *applier) create(op jute.Op, path string, data []byte, acl []jute.ACL, m
 		return createResult{}, jute.CodeNoAuth
 	}
 	if mode.Sequential() {
-		path = sequentialPath(path, parent.cversion)
+		path = sequentialPath(path, parent.cversion())
 	}
 	if err := ValidatePath(path); err != nil {
 		return createResult{}, err
@@ -263,34 +283,32 @@ func (a *applier) create(op jute.Op, path string, data []byte, acl []jute.ACL, m
 	if name == "" { // only "/" gets here
 		return createResult{}, jute.CodeNodeExists
 	}
+	if len(name) > maxNameLen {
+		return createResult{}, jute.CodeBadArguments
+	}
 	if _, exists := parent.kids.get(name); exists {
 		return createResult{}, jute.CodeNodeExists
 	}
-	if parent.kind == kindEphemeral {
+	if parent.kind() == kindEphemeral {
 		return createResult{}, jute.CodeNoChildrenForEphemerals
 	}
 
-	n := &node{
-		name:  strings.Clone(name), // do not pin the request's whole path string
-		data:  data,
-		acl:   a.t.acls.intern(fixed),
-		czxid: a.zxid, mzxid: a.zxid, pzxid: a.zxid,
-		ctime: a.txn.Time, mtime: a.txn.Time,
-		kind: kind,
-	}
+	n := newNode(name, data, kind, a.t.acls.intern(fixed), a.zxid, a.txn.Time)
 	switch kind {
 	case kindEphemeral:
-		n.owner = a.txn.Session
+		n.x = n.ext()
+		n.x.owner = a.txn.Session
 	case kindTTL:
-		n.owner = ttl
+		n.x = n.ext()
+		n.x.owner = ttl
 	}
-	a.rewrite(parentPath, 1, func(p *node) *node {
+	a.rewrite(parentPath, func(p *node) *node {
 		c := a.own(p)
 		c.kids, _ = c.kids.setIn(a.tr, n)
-		c.cversion++
 		c.numChildren++
-		c.desc++
-		c.pzxid = a.zxid
+		x := a.ext(c)
+		x.cversion++
+		x.pzxid = a.zxid
 		return c
 	})
 	a.v.nodes++
@@ -298,7 +316,7 @@ func (a *applier) create(op jute.Op, path string, data []byte, acl []jute.ACL, m
 	switch kind {
 	case kindEphemeral:
 		a.v.ephemerals++
-		s, _ := a.v.sessions.get(n.owner)
+		s, _ := a.v.sessions.get(n.owner())
 		ns := *s
 		ns.ephemerals, _ = ns.ephemerals.set(pathKey(path))
 		a.v.sessions, _ = a.v.sessions.set(&ns)
@@ -307,7 +325,7 @@ func (a *applier) create(op jute.Op, path string, data []byte, acl []jute.ACL, m
 	case kindTTL:
 		a.v.ttls, _ = a.v.ttls.set(pathKey(path))
 	}
-	a.quotaCreated(path, parentPath, n.name, len(data))
+	a.quotaCreated(path, parentPath, n.name(), len(data))
 	a.events = append(a.events,
 		Event{Type: jute.EventNodeCreated, Path: path, ACL: n.acl.list},
 		Event{Type: jute.EventNodeChildrenChanged, Path: parentPath, ACL: parent.acl.list})
@@ -384,7 +402,7 @@ func (a *applier) deleteContainer(path string) error {
 	if n.numChildren > 0 {
 		return jute.CodeNotEmpty
 	}
-	if n.kind == kindEphemeral {
+	if n.kind() == kindEphemeral {
 		return jute.CodeBadVersion
 	}
 	a.remove(path, parentPath, n, true)
@@ -395,22 +413,21 @@ func (a *applier) deleteContainer(path string) error {
 // an ephemeral from its session's set (closing a session drops the whole set instead).
 func (a *applier) remove(path, parentPath string, n *node, untrack bool) {
 	var parentACL []jute.ACL
-	a.rewrite(parentPath, -1, func(p *node) *node {
+	a.rewrite(parentPath, func(p *node) *node {
 		parentACL = p.acl.list
 		c := a.own(p)
-		c.kids, _ = c.kids.delete(n.name)
+		c.kids, _ = c.kids.delete(n.name())
 		c.numChildren--
-		c.desc--
-		c.pzxid = a.zxid
+		a.ext(c).pzxid = a.zxid
 		return c
 	})
 	a.v.nodes--
-	a.v.dataSize -= int64(len(path) + len(n.data))
-	switch n.kind {
+	a.v.dataSize -= int64(len(path) + n.dataLen())
+	switch n.kind() {
 	case kindEphemeral:
 		a.v.ephemerals--
 		if untrack {
-			if s, ok := a.v.sessions.get(n.owner); ok {
+			if s, ok := a.v.sessions.get(n.owner()); ok {
 				ns := *s
 				ns.ephemerals, _ = ns.ephemerals.delete(path)
 				a.v.sessions, _ = a.v.sessions.set(&ns)
@@ -421,7 +438,7 @@ func (a *applier) remove(path, parentPath string, n *node, untrack bool) {
 	case kindTTL:
 		a.v.ttls, _ = a.v.ttls.delete(path)
 	}
-	a.quotaRemoved(path, parentPath, n.name, len(n.data))
+	a.quotaRemoved(path, parentPath, n.name(), n.dataLen())
 	a.events = append(a.events,
 		Event{Type: jute.EventNodeDeleted, Path: path, ACL: n.acl.list},
 		Event{Type: jute.EventNodeChildrenChanged, Path: parentPath, ACL: parentACL})
@@ -442,13 +459,14 @@ func (a *applier) setData(path string, data []byte, version int32) (jute.Stat, e
 		return jute.Stat{}, jute.CodeBadVersion
 	}
 	var st jute.Stat
-	grew := int64(len(data) - len(n.data)) // before rewrite, which may change n in place
-	a.rewrite(path, 0, func(p *node) *node {
+	grew := int64(len(data) - n.dataLen()) // before rewrite, which may change n in place
+	a.rewrite(path, func(p *node) *node {
 		c := a.own(p)
-		c.data = data
+		c.setData(data)
 		c.version++
-		c.mzxid = a.zxid
-		c.mtime = a.txn.Time
+		x := a.ext(c)
+		x.mzxid = a.zxid
+		x.mtime = a.txn.Time
 		st = c.stat()
 		return c
 	})
@@ -473,15 +491,15 @@ func (a *applier) setACL(path string, acl []jute.ACL, version int32) (jute.Stat,
 	if !CheckACL(n.acl.list, a.txn.Auth, jute.PermAdmin) {
 		return jute.Stat{}, jute.CodeNoAuth
 	}
-	if version != -1 && version != n.aversion {
+	if version != -1 && version != n.aversion() {
 		return jute.Stat{}, jute.CodeBadVersion
 	}
 	set := a.t.acls.intern(fixed)
 	var st jute.Stat
-	a.rewrite(path, 0, func(p *node) *node {
+	a.rewrite(path, func(p *node) *node {
 		c := a.own(p)
 		c.acl = set
-		c.aversion++
+		a.ext(c).aversion++
 		st = c.stat()
 		return c
 	})
@@ -506,8 +524,8 @@ func (a *applier) check(path string, version int32) error {
 }
 
 // rewrite replaces the node at path (which must exist) with fn's copy of it, copies every ancestor
-// to point at the new child, and adds delta to each ancestor's descendant count.
-func (a *applier) rewrite(path string, delta int32, fn func(*node) *node) {
+// to point at the new child.
+func (a *applier) rewrite(path string, fn func(*node) *node) {
 	if path == "/" {
 		a.v.root = fn(a.v.root)
 		return
@@ -527,7 +545,6 @@ func (a *applier) rewrite(path string, delta int32, fn func(*node) *node) {
 		if nn != prev { // else the child was changed in place and c already points at it
 			c.kids, _ = c.kids.setIn(a.tr, nn)
 		}
-		c.desc += delta
 		prev, nn = chain[i], c
 	}
 	a.v.root = nn

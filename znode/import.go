@@ -142,17 +142,17 @@ func ImportTree(zxid int64, sessions []Session, nodes []RawNode) (*Tree, error) 
 func (v *View) RawNodes(fn func(RawNode) error) error {
 	return v.walk(func(path string, n *node) error {
 		r := RawNode{
-			Path: path, Data: n.data, ACL: n.acl.list,
-			Czxid: n.czxid, Mzxid: n.mzxid, Pzxid: n.pzxid, Ctime: n.ctime, Mtime: n.mtime,
-			Version: n.version, Cversion: n.cversion, Aversion: n.aversion,
+			Path: path, Data: n.data(), ACL: n.acl.list,
+			Czxid: n.czxid, Mzxid: n.mzxid(), Pzxid: n.pzxid(), Ctime: n.ctime, Mtime: n.mtime(),
+			Version: n.version, Cversion: n.cversion(), Aversion: n.aversion(),
 		}
-		switch n.kind {
+		switch n.kind() {
 		case kindEphemeral:
-			r.Ephemeral = n.owner
+			r.Ephemeral = n.owner()
 		case kindContainer:
 			r.Container = true
 		case kindTTL:
-			r.TTL = n.owner
+			r.TTL = n.owner()
 		}
 		return fn(r)
 	})

@@ -2,6 +2,7 @@ package znode
 
 import (
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/zkd-io/zkd/jute"
 )
@@ -19,49 +20,211 @@ const (
 // node is one znode. A node is never modified after it is published: Apply makes a changed copy and
 // copies its ancestors (path copying), so any View can read the nodes it reaches without locks. (A
 // multi changes the copies it made itself in place; see applier.own.)
-// The layout is kept within a 128-byte allocation.
+//
+// The layout fills a 64-byte allocation, half of what a plain struct of the same fields takes, so a
+// large tree costs little beyond its names and data (docs/architecture.md, "znode memory"):
+//   - the name and the data share one allocation (see nodeBytes), addressed by buf and two lengths;
+//   - the kind lives in the top bits of the name length;
+//   - the fields that keep a default for most nodes (mzxid and mtime until the first setData, pzxid
+//     and cversion until the first child, the session or ttl of ephemeral and TTL nodes, aversion)
+//     live in x, which is nil while all of them have their defaults.
+//
+// Fields are read through the accessors below, never directly, except czxid, ctime, version,
+// numChildren, acl and kids.
 type node struct {
-	name  string // the last path segment; "" for the root
-	data  []byte // nil is kept apart from empty, as ZooKeeper does
-	acl   *aclSet
-	kids  btree[string, *node]
-	czxid int64
-	mzxid int64
-	pzxid int64
-	ctime int64
-	mtime int64
-	owner int64 // session id of an ephemeral, ttl of a TTL node, else 0
-	// version, cversion and aversion as stored: cversion counts child creations (ZooKeeper's
-	// cversionP); the visible value is 2*cversion - numChildren.
+	buf         *byte // the name's bytes followed by the data's; nil when both are empty
+	acl         *aclSet
+	kids        btree[string, *node]
+	x           *nodeExt // nil: every field of nodeExt has its default
+	czxid       int64
+	ctime       int64
 	version     int32
-	cversion    int32
-	aversion    int32
 	numChildren int32
-	desc        int32 // number of descendants, for getAllChildrenNumber
-	kind        nodeKind
+	nlen        uint32 // name length in the low bits, kind in the top two (see kindShift)
+	dlen        uint32 // data length, or nullData for null data (kept apart from empty, as ZooKeeper does)
+}
+
+// nodeExt holds the fields of a node that usually have their defaults. It is never changed once a
+// node refers to it: setting one of its fields gives the node a new nodeExt (see applier.ext).
+type nodeExt struct {
+	mzxid int64 // default czxid
+	mtime int64 // default ctime
+	pzxid int64 // default czxid
+	owner int64 // session id of an ephemeral, ttl of a TTL node, else 0 (the default)
+	// cversion as stored counts child creations (ZooKeeper's cversionP); the visible value is
+	// 2*cversion - numChildren. Default 0, as aversion.
+	cversion int32
+	aversion int32
+}
+
+const (
+	kindShift   = 30
+	nameLenMask = 1<<kindShift - 1
+	// maxNameLen is the longest name a node may have, far beyond any packet a server accepts; the
+	// applier checks it all the same, and a snapshot's fields are bounded well below it.
+	maxNameLen = nameLenMask
+	// nullData is dlen for null data. No real length reaches it: jute lengths are int32.
+	nullData = ^uint32(0)
+)
+
+// nodeBytes returns the shared allocation for name and data, or nil when both are empty.
+func nodeBytes(name string, data []byte) *byte {
+	n := len(name) + len(data)
+	if n == 0 {
+		return nil
+	}
+	b := make([]byte, n)
+	copy(b, name)
+	copy(b[len(name):], data)
+	return &b[0]
+}
+
+// newNode returns a node with the given name, data (copied), kind and creation stamp; everything
+// else has its default.
+func newNode(name string, data []byte, kind nodeKind, acl *aclSet, zxid, time int64) *node {
+	n := &node{acl: acl, czxid: zxid, ctime: time}
+	n.setNameData(name, data)
+	n.nlen |= uint32(kind) << kindShift
+	return n
+}
+
+// setNameData stores name and a copy of data in a fresh allocation, keeping the kind.
+func (n *node) setNameData(name string, data []byte) {
+	n.buf = nodeBytes(name, data)
+	n.nlen = n.nlen&^nameLenMask | uint32(len(name))
+	if data == nil {
+		n.dlen = nullData
+	} else {
+		n.dlen = uint32(len(data))
+	}
+}
+
+// setData replaces the node's data with a copy of data.
+func (n *node) setData(data []byte) { n.setNameData(n.name(), data) }
+
+func (n *node) name() string { return unsafe.String(n.buf, n.nlen&nameLenMask) }
+
+// data returns the node's data, nil for null data. The slice shares the node's allocation and must
+// not be modified.
+func (n *node) data() []byte {
+	switch n.dlen {
+	case nullData:
+		return nil
+	case 0:
+		return []byte{}
+	}
+	return unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(n.buf), n.nlen&nameLenMask)), n.dlen)
+}
+
+// dataLen is len(n.data()).
+func (n *node) dataLen() int {
+	if n.dlen == nullData {
+		return 0
+	}
+	return int(n.dlen)
+}
+
+func (n *node) kind() nodeKind { return nodeKind(n.nlen >> kindShift) }
+
+func (n *node) mzxid() int64 {
+	if n.x == nil {
+		return n.czxid
+	}
+	return n.x.mzxid
+}
+
+func (n *node) mtime() int64 {
+	if n.x == nil {
+		return n.ctime
+	}
+	return n.x.mtime
+}
+
+func (n *node) pzxid() int64 {
+	if n.x == nil {
+		return n.czxid
+	}
+	return n.x.pzxid
+}
+
+func (n *node) owner() int64 {
+	if n.x == nil {
+		return 0
+	}
+	return n.x.owner
+}
+
+func (n *node) cversion() int32 {
+	if n.x == nil {
+		return 0
+	}
+	return n.x.cversion
+}
+
+func (n *node) aversion() int32 {
+	if n.x == nil {
+		return 0
+	}
+	return n.x.aversion
+}
+
+// ext returns a copy of n's nodeExt (the defaults when it has none) for the caller to change and
+// store back in n.x. Only a node that Apply owns (see applier.own) may get one stored.
+func (n *node) ext() *nodeExt {
+	if n.x == nil {
+		return &nodeExt{mzxid: n.czxid, mtime: n.ctime, pzxid: n.czxid}
+	}
+	x := *n.x
+	return &x
+}
+
+// setExt stores x as n's nodeExt, or none if every field of x has its default.
+func (n *node) setExt(x nodeExt) {
+	if x == (nodeExt{mzxid: n.czxid, mtime: n.ctime, pzxid: n.czxid}) {
+		n.x = nil
+		return
+	}
+	n.x = &x
+}
+
+// descendants counts the nodes below n (getAllChildrenNumber). Like ZooKeeper, which counts the
+// paths under the node's, it visits them all.
+func descendants(n *node) int32 {
+	var count int32
+	var walk func(*node) bool
+	walk = func(c *node) bool {
+		count++
+		return c.kids.ascend(walk)
+	}
+	n.kids.ascend(walk)
+	return count
 }
 
 // stat returns the node's Stat as ZooKeeper reports it.
 func (n *node) stat() jute.Stat {
 	s := jute.Stat{
 		Czxid:       n.czxid,
-		Mzxid:       n.mzxid,
+		Mzxid:       n.czxid,
 		Ctime:       n.ctime,
-		Mtime:       n.mtime,
+		Mtime:       n.ctime,
 		Version:     n.version,
-		Cversion:    2*n.cversion - n.numChildren,
-		Aversion:    n.aversion,
-		DataLength:  int32(len(n.data)),
+		Cversion:    -n.numChildren,
+		DataLength:  int32(n.dataLen()),
 		NumChildren: n.numChildren,
-		Pzxid:       n.pzxid,
+		Pzxid:       n.czxid,
 	}
-	if n.kind == kindEphemeral {
-		s.EphemeralOwner = n.owner
+	if x := n.x; x != nil {
+		s.Mzxid, s.Mtime, s.Pzxid = x.mzxid, x.mtime, x.pzxid
+		s.Cversion += 2 * x.cversion
+		s.Aversion = x.aversion
+		if n.kind() == kindEphemeral {
+			s.EphemeralOwner = x.owner
+		}
 	}
 	return s
 }
 
-func (n *node) key() string { return n.name }
+func (n *node) key() string { return n.name() }
 
 // session is a row of the session table with the set of its ephemeral nodes' paths.
 type session struct {
@@ -121,12 +284,16 @@ func New() *Tree {
 	t := &Tree{}
 	open := t.acls.intern([]jute.ACL{{Perms: jute.PermAll, ID: jute.Id{Scheme: "world", ID: "anyone"}}})
 	readOnly := t.acls.intern([]jute.ACL{{Perms: jute.PermRead, ID: jute.Id{Scheme: "world", ID: "anyone"}}})
-	config := &node{name: "config", data: []byte{}, acl: readOnly, aversion: -1}
-	quota := &node{name: "quota", data: []byte{}, acl: open}
-	zk := &node{name: "zookeeper", data: []byte{}, acl: open, numChildren: 2, desc: 2}
+	config := newNode("config", []byte{}, kindPersistent, readOnly, 0, 0)
+	config.x = config.ext()
+	config.x.aversion = -1
+	quota := newNode("quota", []byte{}, kindPersistent, open, 0, 0)
+	zk := newNode("zookeeper", []byte{}, kindPersistent, open, 0, 0)
+	zk.numChildren = 2
 	zk.kids, _ = zk.kids.set(config)
 	zk.kids, _ = zk.kids.set(quota)
-	root := &node{data: []byte{}, acl: open, numChildren: 1, desc: 3}
+	root := newNode("", []byte{}, kindPersistent, open, 0, 0)
+	root.numChildren = 1
 	root.kids, _ = root.kids.set(zk)
 	t.cur.Store(&View{root: root, nodes: 4, dataSize: baseDataSize})
 	return t

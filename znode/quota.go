@@ -109,7 +109,7 @@ func (a *applier) chargeQuota(path string, size, count int64) {
 	if n == nil {
 		return // ZooKeeper logs the missing stats node and goes on
 	}
-	st := parseQuotaStats(n.data)
+	st := parseQuotaStats(n.data())
 	st.count += count
 	st.bytes += size
 	a.setQuotaStats(sp, n, st.appendText(nil))
@@ -128,7 +128,7 @@ func (a *applier) recountQuota(q string) {
 		var walk func(*node) bool
 		walk = func(x *node) bool {
 			st.count++
-			st.bytes += int64(len(x.data))
+			st.bytes += int64(x.dataLen())
 			return x.kids.ascend(walk)
 		}
 		walk(r)
@@ -139,13 +139,13 @@ func (a *applier) recountQuota(q string) {
 // setQuotaStats replaces the data of the stats node n at path with text, keeping its Stat fields:
 // no version, mzxid or mtime change and no event.
 func (a *applier) setQuotaStats(path string, n *node, text []byte) {
-	if bytes.Equal(n.data, text) {
+	if bytes.Equal(n.data(), text) {
 		return
 	}
-	grew := int64(len(text) - len(n.data)) // before rewrite, which may change n in place
-	a.rewrite(path, 0, func(p *node) *node {
+	grew := int64(len(text) - n.dataLen()) // before rewrite, which may change n in place
+	a.rewrite(path, func(p *node) *node {
 		c := a.own(p)
-		c.data = text
+		c.setData(text)
 		return c
 	})
 	a.v.dataSize += grew
@@ -253,12 +253,12 @@ func (v *View) Quotas() []Quota {
 	v.quotas.ascend(func(p pathKey) bool {
 		q := Quota{Path: string(p), CountLimit: -1, BytesLimit: -1, CountHardLimit: -1, BytesHardLimit: -1, Count: -1, Bytes: -1}
 		if n := v.lookup(quotaPath + q.Path + "/" + quotaLimitsName); n != nil {
-			lim := parseQuotaStats(n.data)
+			lim := parseQuotaStats(n.data())
 			q.CountLimit, q.BytesLimit = lim.count, lim.bytes
 			q.CountHardLimit, q.BytesHardLimit = lim.field("countHardLimit"), lim.field("byteHardLimit")
 		}
 		if n := v.lookup(quotaStatsPath(q.Path)); n != nil {
-			st := parseQuotaStats(n.data)
+			st := parseQuotaStats(n.data())
 			q.Count, q.Bytes = st.count, st.bytes
 		}
 		out = append(out, q)
@@ -291,10 +291,10 @@ func collectQuotaRoots(root *node) []string {
 	var walk func(n *node, path string)
 	walk = func(n *node, path string) {
 		n.kids.ascend(func(c *node) bool {
-			if c.name == quotaLimitsName && path != quotaPath {
+			if c.name() == quotaLimitsName && path != quotaPath {
 				out = append(out, path[len(quotaPath):])
 			}
-			walk(c, path+"/"+c.name)
+			walk(c, path+"/"+c.name())
 			return true
 		})
 	}

@@ -41,7 +41,7 @@ func statsIn(v *View, q string) string {
 	if n == nil {
 		return "<none>"
 	}
-	return string(n.data)
+	return string(n.data())
 }
 
 func (h *harness) mustApply(op jute.Op, req any) Result {
@@ -452,7 +452,7 @@ func checkQuotaUsage(t *testing.T, v *View) {
 		var walk func(*node) bool
 		walk = func(x *node) bool {
 			count++
-			size += int64(len(x.data))
+			size += int64(len(x.data()))
 			return x.kids.ascend(walk)
 		}
 		walk(n)

@@ -1,11 +1,15 @@
 package znode
 
-import "github.com/zkd-io/zkd/jute"
+import (
+	"bytes"
+
+	"github.com/zkd-io/zkd/jute"
+)
 
 // createSession registers a session, or updates the timeout and password of one already known
 // (its ephemerals are kept).
 func (a *applier) createSession(req *CreateSession) {
-	s := &session{Session: Session{ID: req.ID, Timeout: req.Timeout, Passwd: req.Passwd}, attach: req.Attach}
+	s := &session{Session: Session{ID: req.ID, Timeout: req.Timeout, Passwd: bytes.Clone(req.Passwd)}, attach: req.Attach}
 	if old, ok := a.v.sessions.get(req.ID); ok {
 		s.ephemerals = old.ephemerals
 		if old.attach >= req.Attach {
@@ -62,7 +66,7 @@ func (a *applier) closeSessions(ids []int64) {
 		s.ephemerals.ascend(func(p pathKey) bool {
 			path := string(p)
 			n := a.v.lookup(path)
-			if n != nil && n.kind == kindEphemeral && n.owner == id {
+			if n != nil && n.kind() == kindEphemeral && n.owner() == id {
 				parentPath, _, _ := splitParent(path)
 				a.remove(path, parentPath, n, false)
 			}
@@ -81,11 +85,11 @@ func reapable(n *node, now, neverUsedInterval int64) bool {
 	if n.numChildren != 0 {
 		return false
 	}
-	switch n.kind {
+	switch n.kind() {
 	case kindContainer:
-		return n.cversion > 0 || (neverUsedInterval > 0 && now-n.mtime > neverUsedInterval)
+		return n.cversion() > 0 || (neverUsedInterval > 0 && now-n.mtime() > neverUsedInterval)
 	case kindTTL:
-		return n.owner != 0 && now-n.mtime > n.owner
+		return n.owner() != 0 && now-n.mtime() > n.owner()
 	}
 	return false
 }

@@ -126,18 +126,18 @@ func (s *snapWriter) writeNode(n *node) {
 	} else {
 		s.lastACL, s.lastRef = n.acl, s.aclRef(n.acl)
 	}
-	e.String(n.name)
-	e.Buffer(n.data)
+	e.String(n.name())
+	e.Buffer(n.data())
 	e.Int64(n.czxid)
-	e.Int64(n.mzxid)
-	e.Int64(n.pzxid)
+	e.Int64(n.mzxid())
+	e.Int64(n.pzxid())
 	e.Int64(n.ctime)
-	e.Int64(n.mtime)
+	e.Int64(n.mtime())
 	e.Int32(n.version)
-	e.Int32(n.cversion)
-	e.Int32(n.aversion)
-	e.Int32(int32(n.kind))
-	e.Int64(n.owner)
+	e.Int32(n.cversion())
+	e.Int32(n.aversion())
+	e.Int32(int32(n.kind()))
+	e.Int64(n.owner())
 	e.Int32(n.numChildren)
 	if e.Len() >= snapChunk {
 		s.flush()
@@ -335,7 +335,7 @@ func framePath(stack []restoreFrame, name string) string {
 	b.Grow(stack[len(stack)-1].pathLen + 1 + len(name))
 	for _, f := range stack[1:] {
 		b.WriteByte('/')
-		b.WriteString(f.n.name)
+		b.WriteString(f.n.name())
 	}
 	b.WriteByte('/')
 	b.WriteString(name)
@@ -395,11 +395,25 @@ func ReadSnapshot(r io.Reader) (*Tree, error) {
 			s.fail("bad acl reference %d", ref)
 			return nil
 		}
-		n := &node{acl: acls[ref], name: s.string(), data: s.buffer()}
-		n.czxid, n.mzxid, n.pzxid, n.ctime, n.mtime = s.int64(), s.int64(), s.int64(), s.int64(), s.int64()
-		n.version, n.cversion, n.aversion = s.int32(), s.int32(), s.int32()
+		name := s.string()
+		var data []byte // what next returns is valid only until the next read: newNode copies it
+		if dn := s.length(true); dn == 0 {
+			data = []byte{}
+		} else if dn > 0 {
+			data = s.next(dn)
+		}
+		if s.err != nil {
+			return nil
+		}
+		n := newNode(name, data, kindPersistent, acls[ref], 0, 0)
+		n.czxid = s.int64()
+		mzxid, pzxid := s.int64(), s.int64()
+		n.ctime = s.int64()
+		mtime := s.int64()
+		n.version = s.int32()
+		cversion, aversion := s.int32(), s.int32()
 		kind := s.int32()
-		n.owner = s.int64()
+		owner := s.int64()
 		n.numChildren = s.int32()
 		if s.err != nil {
 			return nil
@@ -408,32 +422,33 @@ func ReadSnapshot(r io.Reader) (*Tree, error) {
 			s.fail("bad node record")
 			return nil
 		}
-		n.kind = nodeKind(kind)
+		n.nlen |= uint32(kind) << kindShift
+		n.setExt(nodeExt{mzxid: mzxid, mtime: mtime, pzxid: pzxid, owner: owner, cversion: cversion, aversion: aversion})
 		pathLen := 1
 		if len(stack) > 0 {
-			if n.name == "" || strings.IndexByte(n.name, '/') >= 0 {
-				s.fail("bad node name %q", n.name)
+			if n.name() == "" || strings.IndexByte(n.name(), '/') >= 0 {
+				s.fail("bad node name %q", n.name())
 				return nil
 			}
 			if top := stack[len(stack)-1]; len(stack) > 1 {
-				pathLen = top.pathLen + 1 + len(n.name)
+				pathLen = top.pathLen + 1 + len(n.name())
 			} else {
-				pathLen = 1 + len(n.name)
+				pathLen = 1 + len(n.name())
 			}
-		} else if n.name != "" || n.kind != kindPersistent {
+		} else if n.name() != "" || n.kind() != kindPersistent {
 			s.fail("bad root")
 			return nil
 		}
 		view.nodes++
-		view.dataSize += int64(pathLen + len(n.data))
-		switch n.kind {
+		view.dataSize += int64(pathLen + n.dataLen())
+		switch n.kind() {
 		case kindEphemeral:
 			view.ephemerals++
-			ephemerals[n.owner] = append(ephemerals[n.owner], framePath(stack, n.name))
+			ephemerals[n.owner()] = append(ephemerals[n.owner()], framePath(stack, n.name()))
 		case kindContainer:
-			containers = append(containers, framePath(stack, n.name))
+			containers = append(containers, framePath(stack, n.name()))
 		case kindTTL:
-			ttls = append(ttls, framePath(stack, n.name))
+			ttls = append(ttls, framePath(stack, n.name()))
 		}
 		// Push the node, reusing the children buffer a frame at this depth had before.
 		if len(stack) < cap(stack) {
@@ -456,7 +471,7 @@ func ReadSnapshot(r io.Reader) (*Tree, error) {
 				break
 			}
 			parent := &stack[len(stack)-2] // readNode pushed c, maybe moving the stack
-			if k := parent.kids; len(k) > 0 && k[len(k)-1].name >= c.name {
+			if k := parent.kids; len(k) > 0 && k[len(k)-1].name() >= c.name() {
 				s.fail("children out of order")
 				break
 			}
@@ -464,9 +479,6 @@ func ReadSnapshot(r io.Reader) (*Tree, error) {
 		}
 		n := top.n
 		n.kids = buildBtree[string](top.kids)
-		for _, k := range top.kids {
-			n.desc += 1 + k.desc
-		}
 		clear(top.kids)
 		top.n = nil
 		stack = stack[:len(stack)-1]

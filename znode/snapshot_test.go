@@ -132,11 +132,11 @@ func checkInvariants(t *testing.T, v *View) {
 	var walk func(n *node, path string) int32
 	walk = func(n *node, path string) int32 {
 		nodes++
-		size += int64(len(path) + len(n.data))
-		switch n.kind {
+		size += int64(len(path) + len(n.data()))
+		switch n.kind() {
 		case kindEphemeral:
 			ephemerals++
-			eph[n.owner] = append(eph[n.owner], path)
+			eph[n.owner()] = append(eph[n.owner()], path)
 			if n.numChildren != 0 {
 				t.Fatalf("ephemeral %s has children", path)
 			}
@@ -147,7 +147,7 @@ func checkInvariants(t *testing.T, v *View) {
 		}
 		var count, desc int32
 		n.kids.ascend(func(c *node) bool {
-			name := c.name
+			name := c.name()
 			count++
 			p := path + "/" + name
 			if path == "/" {
@@ -156,8 +156,8 @@ func checkInvariants(t *testing.T, v *View) {
 			desc += 1 + walk(c, p)
 			return true
 		})
-		if count != n.numChildren || desc != n.desc {
-			t.Fatalf("%s: numChildren %d (have %d), desc %d (have %d)", path, n.numChildren, count, n.desc, desc)
+		if count != n.numChildren || desc != descendants(n) {
+			t.Fatalf("%s: numChildren %d (have %d), descendants %d (have %d)", path, n.numChildren, count, descendants(n), desc)
 		}
 		return desc
 	}

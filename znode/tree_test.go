@@ -153,7 +153,7 @@ func TestSequentialSuffix(t *testing.T) {
 	// The signed 32-bit wrap: force the counter to its maximum.
 	h.mustCreate("/w", 0)
 	a := applier{t: h.tree, v: *h.tree.View()}
-	a.rewrite("/w", 0, func(n *node) *node { c := *n; c.cversion = math.MaxInt32; return &c })
+	a.rewrite("/w", func(n *node) *node { c := *n; c.x = c.ext(); c.x.cversion = math.MaxInt32; return &c })
 	nv := a.v
 	h.tree.cur.Store(&nv)
 	if p := h.mustCreate("/w/x-", jute.ModePersistentSequential); p != "/w/x-2147483647" {

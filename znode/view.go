@@ -77,7 +77,7 @@ func (v *View) Read(session int64, auth []jute.Id, op jute.Op, req jute.Record) 
 		if err != nil {
 			return nil, err
 		}
-		return &jute.GetAllChildrenNumberResponse{TotalNumber: n.desc}, nil
+		return &jute.GetAllChildrenNumberResponse{TotalNumber: descendants(n)}, nil
 	case jute.OpGetEphemerals:
 		r, ok := req.(*jute.GetEphemeralsRequest)
 		if !ok || r == nil {
@@ -115,7 +115,7 @@ func (v *View) getData(path string, auth []jute.Id) (*jute.GetDataResponse, erro
 	if err != nil {
 		return nil, err
 	}
-	return &jute.GetDataResponse{Data: n.data, Stat: n.stat()}, nil
+	return &jute.GetDataResponse{Data: n.data(), Stat: n.stat()}, nil
 }
 
 func (v *View) getChildren(path string, auth []jute.Id) (*jute.GetChildrenResponse, error) {
@@ -129,7 +129,7 @@ func (v *View) getChildren(path string, auth []jute.Id) (*jute.GetChildrenRespon
 func childNames(n *node) []string {
 	out := make([]string, 0, n.numChildren)
 	n.kids.ascend(func(c *node) bool {
-		out = append(out, c.name)
+		out = append(out, c.name())
 		return true
 	})
 	return out

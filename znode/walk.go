@@ -5,7 +5,7 @@ import "github.com/zkd-io/zkd/jute"
 // Walk calls fn for every node of the view in pre-order, children in name order, without ACL
 // checks (for tools that inspect a data directory). fn's error stops the walk and is returned.
 func (v *View) Walk(fn func(path string, data []byte, st jute.Stat) error) error {
-	return v.walk(func(path string, n *node) error { return fn(path, n.data, n.stat()) })
+	return v.walk(func(path string, n *node) error { return fn(path, n.data(), n.stat()) })
 }
 
 // walk calls fn for every node in pre-order, children in name order; fn's error stops it.
@@ -17,9 +17,9 @@ func (v *View) walk(fn func(path string, n *node) error) error {
 		}
 		var err error
 		n.kids.ascend(func(c *node) bool {
-			p := path + "/" + c.name
+			p := path + "/" + c.name()
 			if path == "/" {
-				p = "/" + c.name
+				p = "/" + c.name()
 			}
 			err = walk(p, c)
 			return err == nil

@@ -15,5 +15,7 @@ bench_start "$port" env GODEBUG=gctrace=1 "$bin" -addr "127.0.0.1:$port" -data "
 "$tmp/zkbench" populate -addr "127.0.0.1:$port" -n "$n" -size 128 -conns 8 -root /zkbench-mem | tail -n 1
 sleep 4
 rss=$(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status")
+anon=$(awk '/^RssAnon:/ {print $2}' "/proc/$pid/status")
+file=$(awk '/^RssFile:/ {print $2}' "/proc/$pid/status")
 live=$(grep '^gc ' "$tmp/log" | tail -n 1 | grep -o '[0-9]*->[0-9]*->[0-9]* MB' | sed 's/.*->//')
-echo "$bin: $n znodes, VmRSS $((rss / 1024)) MB, live heap after the last collection $live"
+echo "$bin: $n znodes, VmRSS $((rss / 1024)) MB (anonymous $((anon / 1024)), file-backed $((file / 1024))), live heap after the last collection $live"
