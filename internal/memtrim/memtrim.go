@@ -125,7 +125,14 @@ type trimmer struct {
 	sinceTrim uint64 // bytes allocated since the start or the last trim
 }
 
-func newTrimmer(p Policy, h heap) *trimmer { return &trimmer{p: p, h: h, prev: h.read()} }
+// newTrimmer starts counting from what the process has allocated so far: a server allocates most
+// on its way up (a restart restores a snapshot and replays the log before the trimmer starts), and
+// that counts towards the first trim as a burst after the start does.
+func newTrimmer(p Policy, h heap) *trimmer {
+	t := &trimmer{p: p, h: h, prev: h.read()}
+	t.sinceTrim = t.prev.allocs
+	return t
+}
 
 // sample reads the heap and trims it if the policy says so. It reports whether it trimmed, and
 // then the bytes held before and after.

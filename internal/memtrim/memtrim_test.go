@@ -79,28 +79,33 @@ func TestPolicy(t *testing.T) {
 	burst := step{250 * time.Millisecond, 320 * mb} // a bulk load: far above the idle rate
 	for _, tc := range []struct {
 		name   string
+		before uint64 // allocated before the trimmer starts
 		script []step
 		want   []int // the samples (1-based) after which a trim happens
 	}{
-		{"a burst, then idle: one trim after three idle samples", concat([]step{burst}, repeat(30, idle)), []int{4}},
-		{"busy throughout: no trim", repeat(40, step{250 * time.Millisecond, 64 * mb}), nil},
-		{"never idle enough: two idle samples between busy ones", concat([]step{burst}, slices.Repeat(concat(repeat(2, idle), []step{burst}), 10)), nil},
-		{"a busy sample restarts the idle count",
+		{"a burst, then idle: one trim after three idle samples", 0, concat([]step{burst}, repeat(30, idle)), []int{4}},
+		// A restart restores and replays before the trimmer starts.
+		{"allocated before the start, then idle: one trim after three idle samples", 400 * mb, repeat(30, idle), []int{3}},
+		{"little allocated before the start: no trim", 32 * mb, repeat(30, idle), nil},
+		{"busy throughout: no trim", 0, repeat(40, step{250 * time.Millisecond, 64 * mb}), nil},
+		{"never idle enough: two idle samples between busy ones", 0, concat([]step{burst}, slices.Repeat(concat(repeat(2, idle), []step{burst}), 10)), nil},
+		{"a busy sample restarts the idle count", 0,
 			concat([]step{burst}, repeat(2, idle), []step{{250 * time.Millisecond, 10 * mb}}, repeat(5, idle)), []int{7}},
-		{"little allocated since the start: no trim", repeat(100, step{250 * time.Millisecond, 100 << 10}), nil},
+		{"little allocated since the start: no trim", 0, repeat(100, step{250 * time.Millisecond, 100 << 10}), nil},
 		// Below the idle rate (200 KiB per 250 ms is 800 KiB/s) but adding up to Rearm.
-		{"a slow trickle rearms too", repeat(400, step{250 * time.Millisecond, 200 << 10}), []int{328}},
-		{"no second trim without new allocation; one after a second burst",
+		{"a slow trickle rearms too", 0, repeat(400, step{250 * time.Millisecond, 200 << 10}), []int{328}},
+		{"no second trim without new allocation; one after a second burst", 0,
 			concat([]step{burst}, repeat(10, idle), []step{{250 * time.Millisecond, 10 * mb}}, repeat(10, idle), []step{burst}, repeat(5, idle)),
 			[]int{4, 26}},
 		// On a loaded machine ticks arrive late: 1.5 MB allocated over 2 s is 750 KB/s, idle,
 		// though it would be 6 MB/s over the nominal 250 ms.
-		{"late samples: the rate is taken over the time that really passed",
+		{"late samples: the rate is taken over the time that really passed", 0,
 			concat([]step{burst}, repeat(5, step{2 * time.Second, 1500_000})), []int{4}},
-		{"a late busy sample is still busy", concat([]step{burst}, repeat(5, step{2 * time.Second, 4 * mb})), nil},
+		{"a late busy sample is still busy", 0, concat([]step{burst}, repeat(5, step{2 * time.Second, 4 * mb})), nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newScriptedHeap(tc.script)
+			h.allocs, h.garbage = tc.before, tc.before
 			tr := newTrimmer(Defaults(), h)
 			var got []int
 			for i := range len(tc.script) {
