@@ -13,7 +13,9 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	wal "github.com/hashicorp/raft-wal"
+	walfs "github.com/hashicorp/raft-wal/fs"
 	"github.com/hashicorp/raft-wal/migrate"
+	"github.com/hashicorp/raft-wal/segment"
 	"go.etcd.io/bbolt"
 )
 
@@ -156,17 +158,24 @@ func openBolt(path string) (*raftboltdb.BoltStore, error) {
 // leaves its metadata store open).
 type walStore struct {
 	*wal.WAL
-	meta *walMetaFile
+	meta    *walMetaFile
+	deletes *laterDeletes
 }
 
 func (w *walStore) Close() error {
-	return errors.Join(w.WAL.Close(), w.meta.Close())
+	err := w.WAL.Close()
+	w.deletes.close()
+	return errors.Join(err, w.meta.Close())
 }
 
 func openWAL(dir string, segmentSize int, hl hclog.Logger) (w *walStore, err error) {
+	var deletes *laterDeletes
 	// A damaged segment or metadata file can make raft-wal's decoders index out of range.
 	defer func() {
 		if r := recover(); r != nil {
+			if deletes != nil {
+				deletes.close()
+			}
 			w, err = nil, &DamageError{File: dir, Problem: fmt.Sprintf("the log store failed opening it: %v", r)}
 		}
 	}()
@@ -178,8 +187,11 @@ func openWAL(dir string, segmentSize int, hl hclog.Logger) (w *walStore, err err
 	if segmentSize > 0 {
 		size = segmentSize
 	}
-	ww, err := wal.Open(dir, wal.WithLogger(hl.Named("wal")), wal.WithMetaStore(meta), wal.WithSegmentSize(size))
+	deletes = newLaterDeletes(segment.NewFiler(dir, walfs.New()), hl.Named("wal"))
+	ww, err := wal.Open(dir, wal.WithLogger(hl.Named("wal")), wal.WithMetaStore(meta), wal.WithSegmentSize(size),
+		wal.WithSegmentFiler(deletes))
 	if err != nil {
+		deletes.close()
 		meta.Close()
 		var d *DamageError
 		if errors.As(err, &d) || errors.Is(err, os.ErrPermission) {
@@ -187,7 +199,7 @@ func openWAL(dir string, segmentSize int, hl hclog.Logger) (w *walStore, err err
 		}
 		return nil, &DamageError{File: dir, Problem: fmt.Sprintf("the log store cannot open it: %v", err)}
 	}
-	return &walStore{WAL: ww, meta: meta}, nil
+	return &walStore{WAL: ww, meta: meta, deletes: deletes}, nil
 }
 
 // copyStable copies the keys hashicorp/raft v1.7 keeps in its StableStore (CurrentTerm and
