@@ -294,14 +294,14 @@ func (a *applier) create(op jute.Op, path string, data []byte, acl []jute.ACL, m
 	}
 
 	n := newNode(name, data, kind, a.t.acls.intern(fixed), a.zxid, a.txn.Time)
+	var owner int64 // the session of an ephemeral, the ttl of a TTL node
 	switch kind {
 	case kindEphemeral:
-		n.x = n.ext()
-		n.x.owner = a.txn.Session
+		owner = a.txn.Session
 	case kindTTL:
-		n.x = n.ext()
-		n.x.owner = ttl
+		owner = ttl
 	}
+	n.setExt(nodeExt{mzxid: a.zxid, mtime: a.txn.Time, pzxid: a.zxid, owner: owner})
 	a.rewrite(parentPath, func(p *node) *node {
 		c := a.own(p)
 		c.kids, _ = c.kids.setIn(a.tr, n)
