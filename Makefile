@@ -18,7 +18,7 @@ build:
 ## Without ZooKeeper a banner says so before and after the run, and the oracle checks skip.
 test:
 	@./scripts/zk-banner.sh
-	$(GO) test -race -count=1 -timeout 20m $(PKGS) && (cd third_party/raft && $(GO) test -race -count=1 ./...); status=$$?; ./scripts/zk-banner.sh; exit $$status
+	$(GO) test -race -count=1 -timeout 20m $(PKGS) && (cd third_party/raft && $(GO) test -race -count=1 ./...) && (cd third_party/raft-wal && $(GO) test -race -count=1 ./...); status=$$?; ./scripts/zk-banner.sh; exit $$status
 
 ## test-consensus-long: consensus's porcupine linearizability check under faults for a minute per run
 ## (ZKD_SEED=<seed> replays a logged run)
