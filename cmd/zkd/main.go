@@ -29,11 +29,17 @@ import (
 	"time"
 
 	"github.com/zkd-io/zkd/consensus"
+	"github.com/zkd-io/zkd/internal/gcpace"
 	"github.com/zkd-io/zkd/internal/memtrim"
 	"github.com/zkd-io/zkd/server"
 )
 
 func main() {
+	// Pace the collector for a server's heap unless the operator chose GOGC: the process, not
+	// the embeddable server, owns that setting (internal/gcpace).
+	if _, set := os.LookupEnv("GOGC"); !set {
+		gcpace.Start(gcpace.Headroom)
+	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
