@@ -27,6 +27,13 @@ type applier struct {
 	tr       *transient
 	owned    []*node
 	ownedExt []*nodeExt
+	// The last find's walk (see find): the path, its target, and the working root and rewrite
+	// count it was made on; its ancestors and segments are in t.chain and t.segs.
+	walked   string
+	walkLast *node
+	walkRoot *node
+	walkGen  int
+	rewrites int
 }
 
 // maxOwned bounds the nodes a multi changes in place (their lookup is a linear scan).
@@ -266,7 +273,7 @@ func (a *applier) create(op jute.Op, path string, data []byte, acl []jute.ACL, m
 	if err != nil {
 		return createResult{}, err
 	}
-	parent := a.v.lookup(parentPath)
+	parent := a.find(parentPath)
 	if parent == nil {
 		return createResult{}, jute.CodeNoNode
 	}
@@ -374,7 +381,7 @@ func (a *applier) delete(path string, version int32) error {
 	if !CheckACL(parent.acl.list, a.txn.Auth, jute.PermDelete) {
 		return jute.CodeNoAuth
 	}
-	n := a.v.lookup(path)
+	n := a.find(path)
 	if n == nil {
 		return jute.CodeNoNode
 	}
@@ -395,7 +402,7 @@ func (a *applier) deleteContainer(path string) error {
 	if !ok || isSpecial(path) {
 		return jute.CodeBadArguments
 	}
-	n := a.v.lookup(path)
+	n := a.find(path)
 	if n == nil {
 		return jute.CodeNoNode
 	}
@@ -448,7 +455,7 @@ func (a *applier) setData(path string, data []byte, version int32) (jute.Stat, e
 	if err := ValidatePath(path); err != nil {
 		return jute.Stat{}, err
 	}
-	n := a.v.lookup(path)
+	n := a.find(path)
 	if n == nil {
 		return jute.Stat{}, jute.CodeNoNode
 	}
@@ -484,7 +491,7 @@ func (a *applier) setACL(path string, acl []jute.ACL, version int32) (jute.Stat,
 	if err != nil {
 		return jute.Stat{}, err
 	}
-	n := a.v.lookup(path)
+	n := a.find(path)
 	if n == nil {
 		return jute.Stat{}, jute.CodeNoNode
 	}
@@ -523,21 +530,73 @@ func (a *applier) check(path string, version int32) error {
 	return nil
 }
 
-// rewrite replaces the node at path (which must exist) with fn's copy of it, copies every ancestor
-// to point at the new child.
-func (a *applier) rewrite(path string, fn func(*node) *node) {
-	if path == "/" {
-		a.v.root = fn(a.v.root)
-		return
+// find is View.lookup that remembers its walk: a rewrite of the same path, or of its parent,
+// made before anything else changes the tree starts from the ancestors found here instead of
+// descending again (setData and setACL look a node up and then rewrite it; create rewrites the
+// parent it looked up; delete rewrites the parent of the node it looked up).
+func (a *applier) find(path string) *node {
+	a.walked = ""
+	if path == "/" || len(path) < 2 || path[0] != '/' {
+		return a.v.lookup(path)
 	}
 	segs := segments(path, a.t.segs)
 	chain := append(a.t.chain[:0], a.v.root)
 	n := a.v.root
-	for _, s := range segs[:len(segs)-1] {
-		n, _ = n.kids.get(s)
-		chain = append(chain, n)
+	for i, s := range segs {
+		c, ok := n.kids.get(s)
+		if !ok || s == "" {
+			n = nil
+			break
+		}
+		if i < len(segs)-1 {
+			chain = append(chain, c)
+		}
+		n = c
 	}
-	last, _ := n.kids.get(segs[len(segs)-1])
+	a.t.segs, a.t.chain = segs, chain
+	if n != nil {
+		a.walked, a.walkLast, a.walkRoot, a.walkGen = path, n, a.v.root, a.rewrites
+	}
+	return n
+}
+
+// walkTo returns the segments of path, its ancestors from the root and the node itself from the
+// last find, if that walk still holds for path: nothing was rewritten since, and path is the
+// path found or its parent.
+func (a *applier) walkTo(path string) (segs []string, chain []*node, last *node, ok bool) {
+	if a.walked == "" || a.walkGen != a.rewrites || a.walkRoot != a.v.root || a.t.freshWalks {
+		return nil, nil, nil, false
+	}
+	segs, chain = a.t.segs, a.t.chain
+	switch {
+	case path == a.walked:
+		return segs, chain, a.walkLast, true
+	case len(segs) > 1 && len(path) < len(a.walked) && a.walked[len(path)] == '/' && a.walked[:len(path)] == path:
+		k := len(chain) - 1
+		return segs[:k], chain[:k], chain[k], true
+	}
+	return nil, nil, nil, false
+}
+
+// rewrite replaces the node at path (which must exist) with fn's copy of it, copies every ancestor
+// to point at the new child.
+func (a *applier) rewrite(path string, fn func(*node) *node) {
+	defer func() { a.rewrites++; a.walked = "" }()
+	if path == "/" {
+		a.v.root = fn(a.v.root)
+		return
+	}
+	segs, chain, last, ok := a.walkTo(path)
+	if !ok {
+		segs = segments(path, a.t.segs)
+		chain = append(a.t.chain[:0], a.v.root)
+		n := a.v.root
+		for _, s := range segs[:len(segs)-1] {
+			n, _ = n.kids.get(s)
+			chain = append(chain, n)
+		}
+		last, _ = n.kids.get(segs[len(segs)-1])
+	}
 	nn := fn(last)
 	prev := last
 	for i := len(chain) - 1; i >= 0; i-- {
@@ -549,6 +608,7 @@ func (a *applier) rewrite(path string, fn func(*node) *node) {
 	}
 	a.v.root = nn
 	clear(chain)
+	clear(a.t.chain) // a walk's chain may run one node past what this rewrite used
 	a.t.segs, a.t.chain = segs, chain[:0]
 }
 

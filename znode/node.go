@@ -265,6 +265,9 @@ type Tree struct {
 	// copyMultis makes a multi copy every node it changes, as single ops do, instead of changing
 	// its own copies in place; the tests compare the two.
 	copyMultis bool
+	// freshWalks makes every rewrite walk from the root instead of reusing find's walk; the
+	// tests compare the two.
+	freshWalks bool
 }
 
 // Paths of the nodes every tree has, and the data size ZooKeeper reports for them: its node map holds

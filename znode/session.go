@@ -65,7 +65,7 @@ func (a *applier) closeSessions(ids []int64) {
 		}
 		s.ephemerals.ascend(func(p pathKey) bool {
 			path := string(p)
-			n := a.v.lookup(path)
+			n := a.find(path)
 			if n != nil && n.kind() == kindEphemeral && n.owner() == id {
 				parentPath, _, _ := splitParent(path)
 				a.remove(path, parentPath, n, false)
@@ -96,7 +96,7 @@ func reapable(n *node, now, neverUsedInterval int64) bool {
 
 func (a *applier) reap(req *Reap) {
 	for _, path := range req.Paths {
-		n := a.v.lookup(path)
+		n := a.find(path)
 		if n == nil || !reapable(n, a.txn.Time, req.NeverUsedInterval) {
 			continue
 		}

@@ -129,3 +129,106 @@ func TestMultiCopiesAncestorsOnce(t *testing.T) {
 		t.Fatalf("a multi of 100 creates made %.0f allocations; copying every change makes %.0f", in, copied)
 	}
 }
+
+// A rewrite that reuses find's walk (setData, setACL, create's parent, delete's parent, session
+// closes and reaping) leaves the tree exactly as a fresh walk from the root does, through single
+// ops, multis, closed sessions and deep paths.
+func TestWalkReuseMatchesFreshWalks(t *testing.T) {
+	fast, slow := New(), New()
+	slow.freshWalks = true
+	zxid := int64(0)
+	apply := func(txn *Txn) {
+		t.Helper()
+		zxid++
+		got, want := fast.Apply(zxid, txn), slow.Apply(zxid, txn)
+		if g, w := resultString(got), resultString(want); g != w {
+			t.Fatalf("zxid %d (%v): reusing walks gave %s; fresh walks give %s", zxid, txn.Op, g, w)
+		}
+		if !bytes.Equal(snapshotBytes(t, fast.View()), snapshotBytes(t, slow.View())) {
+			t.Fatalf("zxid %d (%v): the trees differ", zxid, txn.Op)
+		}
+		checkInvariants(t, fast.View())
+	}
+	create := func(path string, flags jute.CreateMode, session int64) {
+		apply(&Txn{Time: zxid, Session: session, Op: jute.OpCreate, Req: &jute.CreateRequest{Path: path, ACL: worldAll, Flags: flags}})
+	}
+	for _, p := range []string{"/p0", "/p1", "/p2", "/p1/deep", "/p1/deep/er"} {
+		create(p, 0, 0)
+	}
+	for s := int64(1); s <= 3; s++ {
+		apply(&Txn{Time: zxid, Op: jute.OpCreateSession, Req: &CreateSession{ID: s, Timeout: 30000}})
+	}
+	r := rand.New(rand.NewPCG(3, 5))
+	path := func() string {
+		return []string{"/p0", "/p1", "/p2", "/p1/deep", "/p1/deep/er"}[r.IntN(5)] + fmt.Sprintf("/n%02d", r.IntN(30))
+	}
+	for round := range 600 {
+		switch k := r.IntN(8); k {
+		case 0, 1:
+			create(path(), jute.CreateMode(r.IntN(4)), 1+int64(r.IntN(3))) // persistent, ephemeral, and their sequential kinds
+		case 2:
+			apply(&Txn{Time: zxid, Op: jute.OpDelete, Req: &jute.DeleteRequest{Path: path(), Version: -1}})
+		case 3:
+			apply(&Txn{Time: zxid, Op: jute.OpSetData, Req: &jute.SetDataRequest{Path: path(), Data: []byte{byte(round)}, Version: -1}})
+		case 4:
+			apply(&Txn{Time: zxid, Op: jute.OpSetACL, Req: &jute.SetACLRequest{Path: path(), ACL: worldAll, Version: -1}})
+		case 5:
+			apply(&Txn{Time: zxid, Op: jute.OpMulti, Req: randomMulti(r, round)})
+		case 6:
+			if round%50 == 6 { // close a session with its ephemerals, then open it again
+				s := 1 + int64(r.IntN(3))
+				apply(&Txn{Time: zxid, Session: s, Op: jute.OpCloseSession})
+				apply(&Txn{Time: zxid, Op: jute.OpCreateSession, Req: &CreateSession{ID: s, Timeout: 30000}})
+			}
+		default:
+			apply(&Txn{Time: zxid, Op: jute.OpMulti, Req: &jute.MultiRequest{Ops: []jute.MultiOp{
+				{Type: jute.OpSetData, Req: &jute.SetDataRequest{Path: "/p1/deep", Data: []byte("x"), Version: -1}},
+				{Type: jute.OpCreate, Req: &jute.CreateRequest{Path: fmt.Sprintf("/p1/deep/m%03d", round), ACL: worldAll}},
+				{Type: jute.OpSetData, Req: &jute.SetDataRequest{Path: "/p1/deep", Data: []byte("y"), Version: -1}},
+				{Type: jute.OpDelete, Req: &jute.DeleteRequest{Path: fmt.Sprintf("/p1/deep/m%03d", round), Version: -1}},
+				{Type: jute.OpSetData, Req: &jute.SetDataRequest{Path: "/p1/deep/er", Data: []byte("z"), Version: -1}},
+			}}})
+		}
+	}
+	if n := fast.View().nodes; n < 100 {
+		t.Fatalf("only %d nodes at the end; the test did not exercise the tree", n)
+	}
+}
+
+// A walk is reused only until the tree changes: a second rewrite of the path found, or of its
+// parent, walks again and sees the first rewrite's node.
+func TestWalkReuseEndsAtRewrite(t *testing.T) {
+	tr := New()
+	for z, p := range []string{"/a", "/a/b"} {
+		if res := tr.Apply(int64(z+1), &Txn{Op: jute.OpCreate, Req: &jute.CreateRequest{Path: p, ACL: worldAll}}); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+	}
+	a := applier{t: tr, v: *tr.View(), zxid: 3, txn: &Txn{}}
+	if a.find("/a/b") == nil {
+		t.Fatal("find /a/b: not found")
+	}
+	setVersion := func(path string, v int32) (seen int32) {
+		a.rewrite(path, func(p *node) *node {
+			seen = p.version
+			c := *p
+			c.version = v
+			return &c
+		})
+		return seen
+	}
+	setVersion("/a/b", 7)
+	if seen := setVersion("/a/b", 8); seen != 7 {
+		t.Fatalf("the second rewrite of /a/b saw version %d, want the first rewrite's 7", seen)
+	}
+	if a.find("/a/b") == nil {
+		t.Fatal("find /a/b again: not found")
+	}
+	setVersion("/a", 5)
+	if seen := setVersion("/a", 6); seen != 5 {
+		t.Fatalf("the second rewrite of /a saw version %d, want 5", seen)
+	}
+	if n := a.v.lookup("/a/b"); n == nil || n.version != 8 {
+		t.Fatalf("/a/b lost its rewrite: %+v", n)
+	}
+}
