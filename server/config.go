@@ -97,6 +97,10 @@ type Config struct {
 	MaxClientConns int
 	// MaxConns limits the client connections in total (maxCnxns). Zero or negative means unlimited.
 	MaxConns int
+	// ClientTCPKeepAlive turns on TCP keep-alive for the client connections the server accepts
+	// (clientTcpKeepAlive). Off by default, as in ZooKeeper: sessions have their own pings and
+	// timeouts. Listener and SecureListener, when given, keep their own settings.
+	ClientTCPKeepAlive bool
 	// MaxFrameSize is the largest request frame accepted (jute.maxbuffer); a larger one closes
 	// the connection. Zero means 0xfffff.
 	MaxFrameSize int

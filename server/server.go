@@ -166,9 +166,15 @@ func (s *Server) run(c Consensus) error {
 
 // listen binds the client listeners the config asks for.
 func (s *Server) listen() error {
+	// Go turns keep-alive on for accepted TCP connections unless told otherwise, at four
+	// setsockopt calls a connection.
+	lc := net.ListenConfig{KeepAlive: -1}
+	if s.cfg.ClientTCPKeepAlive {
+		lc.KeepAlive = 0
+	}
 	s.ln = s.cfg.Listener
 	if s.ln == nil && !s.cfg.NoPlainListener {
-		ln, err := net.Listen("tcp", s.cfg.Addr)
+		ln, err := lc.Listen(context.Background(), "tcp", s.cfg.Addr)
 		if err != nil {
 			return fmt.Errorf("server: listen %s: %w", s.cfg.Addr, err)
 		}
@@ -176,7 +182,7 @@ func (s *Server) listen() error {
 	}
 	s.secureLn = s.cfg.SecureListener
 	if s.secureLn == nil && s.cfg.SecureAddr != "" {
-		ln, err := net.Listen("tcp", s.cfg.SecureAddr)
+		ln, err := lc.Listen(context.Background(), "tcp", s.cfg.SecureAddr)
 		if err != nil {
 			s.closeListeners()
 			return fmt.Errorf("server: listen %s (secure): %w", s.cfg.SecureAddr, err)
@@ -321,10 +327,7 @@ func (s *Server) acceptLoop(ln net.Listener, mode listenMode) {
 			s.log.Error("accept failed; client listener stopped", "err", err)
 			return
 		}
-		backoff = 0
-		if tc, ok := nc.(*net.TCPConn); ok {
-			_ = tc.SetNoDelay(true)
-		}
+		backoff = 0 // (Go's TCP connections start with TCP_NODELAY on, as ZooKeeper sets it)
 		s.m.connRequests.Inc()
 		c := newConn(s, nc)
 		c.mode = mode

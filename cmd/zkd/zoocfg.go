@@ -206,6 +206,10 @@ func parseZooCfg(r io.Reader, log *slog.Logger) (settings, error) {
 			if n == 0 {
 				cfg.MaxClientConns = -1
 			}
+		case k == "clientTcpKeepAlive":
+			if cfg.ClientTCPKeepAlive, err = boolValue(key, v); err != nil {
+				return st, err
+			}
 		case k == "maxCnxns":
 			if cfg.MaxConns, err = nonNegativeInt(key, v); err != nil {
 				return st, err

@@ -19,6 +19,7 @@ syncLimit=5
 dataDir=` + dir + `
 clientPort=2182
 maxClientCnxns=0
+clientTcpKeepAlive=true
 4lw.commands.whitelist=ruok, srvr,mntr
 admin.enableServer=false
 extendedTypesEnabled=true
@@ -31,7 +32,7 @@ metricsProvider.className=org.apache.zookeeper.metrics.prometheus.PrometheusMetr
 	}
 	c := st.cfg
 	if c.Addr != ":2182" || c.Dir != dir || c.TickTime != 2*time.Second || c.MaxClientConns != -1 ||
-		!c.ExtendedTypesEnabled || c.AdminAddr != "" || len(c.Peers) != 0 {
+		!c.ClientTCPKeepAlive || !c.ExtendedTypesEnabled || c.AdminAddr != "" || len(c.Peers) != 0 {
 		t.Errorf("config = %+v", c)
 	}
 	if strings.Join(c.FourLetterWords, ",") != "ruok,srvr,mntr" {
@@ -66,6 +67,7 @@ func TestParseZooCfgErrorsNameTheKey(t *testing.T) {
 	for _, tc := range []struct{ line, key string }{
 		{"tickTime=0", "tickTime"},
 		{"maxClientCnxns=lots", "maxClientCnxns"},
+		{"clientTcpKeepAlive=sometimes", "clientTcpKeepAlive"},
 		{"server.x=127.0.0.1:1:2", "server.x"},
 		{"server.1=127.0.0.1:2888", "server.1"},
 		{"admin.enableServer=maybe", "admin.enableServer"},
