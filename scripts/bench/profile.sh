@@ -23,6 +23,7 @@ clientPortAddress=127.0.0.1
 admin.enableServer=true
 admin.serverPort=$admin
 admin.enablePprof=true
+maxClientCnxns=0
 CFG
 bench_start "$port" "$bin" -config "$tmp/zoo.cfg"
 "$tmp/zkbench" -addr "127.0.0.1:$port" -workload "$w" -duration 16s "$@" >"$tmp/bench.out" 2>&1 &
