@@ -562,7 +562,7 @@ func (a *applier) find(path string) *node {
 
 // walkTo returns the segments of path, its ancestors from the root and the node itself from the
 // last find, if that walk still holds for path: nothing was rewritten since, and path is the
-// path found or its parent.
+// path found or its parent (not a further ancestor).
 func (a *applier) walkTo(path string) (segs []string, chain []*node, last *node, ok bool) {
 	if a.walked == "" || a.walkGen != a.rewrites || a.walkRoot != a.v.root || a.t.freshWalks {
 		return nil, nil, nil, false
@@ -571,7 +571,7 @@ func (a *applier) walkTo(path string) (segs []string, chain []*node, last *node,
 	switch {
 	case path == a.walked:
 		return segs, chain, a.walkLast, true
-	case len(segs) > 1 && len(path) < len(a.walked) && a.walked[len(path)] == '/' && a.walked[:len(path)] == path:
+	case len(segs) > 1 && strings.LastIndexByte(a.walked, '/') == len(path) && a.walked[:len(path)] == path:
 		k := len(chain) - 1
 		return segs[:k], chain[:k], chain[k], true
 	}

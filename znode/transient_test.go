@@ -231,4 +231,25 @@ func TestWalkReuseEndsAtRewrite(t *testing.T) {
 	if n := a.v.lookup("/a/b"); n == nil || n.version != 8 {
 		t.Fatalf("/a/b lost its rewrite: %+v", n)
 	}
+	// Only the parent's walk is reused: rewriting the root's child after finding a grandchild
+	// rewrites that child, not the grandchild's parent.
+	if a.find("/a/b") == nil {
+		t.Fatal("find /a/b a third time: not found")
+	}
+	if seen := setVersion("/a", 9); seen != 6 {
+		t.Fatalf("rewriting /a after finding /a/b saw version %d, want /a's 6", seen)
+	}
+	if res := tr.Apply(4, &Txn{Op: jute.OpCreate, Req: &jute.CreateRequest{Path: "/a/b/c", ACL: worldAll}}); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	a = applier{t: tr, v: *tr.View(), zxid: 5, txn: &Txn{}}
+	if a.find("/a/b/c") == nil {
+		t.Fatal("find /a/b/c: not found")
+	}
+	if seen := setVersion("/a", 11); seen != 0 {
+		t.Fatalf("rewriting /a after finding /a/b/c saw version %d, want /a's 0", seen)
+	}
+	if n := a.v.lookup("/a/b"); n == nil || n.version != 0 {
+		t.Fatalf("rewriting /a after finding /a/b/c changed /a/b: %+v", n)
+	}
 }
