@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"slices"
 	"strconv"
 	"strings"
@@ -175,6 +176,7 @@ func (s *Server) systemProperties() map[string]string {
 		"go.numcpu":                      strconv.Itoa(runtime.NumCPU()),
 		"go.maxprocs":                    strconv.Itoa(runtime.GOMAXPROCS(0)),
 		"go.memlimit":                    strconv.FormatInt(debug.SetMemoryLimit(-1), 10),
+		"go.gcpercent":                   strconv.FormatInt(gcPercent(), 10),
 		"process.pid":                    strconv.Itoa(os.Getpid()),
 		"user.dir":                       wd,
 		"zkd.version":                    Version,
@@ -186,6 +188,7 @@ func (s *Server) systemProperties() map[string]string {
 		"zkd.maxSessionTimeout":          strconv.FormatInt(c.MaxSessionTimeout.Milliseconds(), 10),
 		"zkd.maxClientCnxns":             strconv.Itoa(max(c.MaxClientConns, 0)),
 		"zkd.maxCnxns":                   strconv.Itoa(max(c.MaxConns, 0)),
+		"zkd.clientTcpKeepAlive":         strconv.FormatBool(c.ClientTCPKeepAlive),
 		"zkd.jute.maxbuffer":             strconv.Itoa(c.MaxFrameSize),
 		"zkd.maxInFlight":                strconv.Itoa(c.MaxInFlight),
 		"zkd.maxOutboundBytes":           strconv.Itoa(c.MaxOutboundBytes),
@@ -210,6 +213,17 @@ func (s *Server) systemProperties() map[string]string {
 		p["env."+k] = v
 	}
 	return p
+}
+
+// gcPercent is the GC percent in force (-1 with the collector off): the zkd binary's pacer
+// (internal/gcpace) moves it with the live heap.
+func gcPercent() int64 {
+	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return int64(s[0].Value.Uint64())
 }
 
 // configEnv reports whether an environment variable configures zkd or its runtime.

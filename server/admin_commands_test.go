@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime/metrics"
 	"slices"
 	"strconv"
 	"strings"
@@ -153,6 +154,9 @@ func TestMoreAdminCommands(t *testing.T) {
 	}
 	if m["go.version"] == nil || m["command"] != "system_properties" {
 		t.Errorf("system_properties = %v", m)
+	}
+	if got, want := fmt.Sprint(m["go.gcpercent"]), runtimeGCPercent(); got != want || want == "0" || m["zkd.clientTcpKeepAlive"] != "false" {
+		t.Errorf("system_properties: go.gcpercent %s (the runtime's is %s), zkd.clientTcpKeepAlive %v", got, want, m["zkd.clientTcpKeepAlive"])
 	}
 	for k := range m {
 		if strings.HasPrefix(k, "env.") && !strings.HasPrefix(k, "env.ZOO_") && !strings.HasPrefix(k, "env.GO") {
@@ -408,4 +412,11 @@ func startZooKeeperWithAdmin(t *testing.T) (base, addr string) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
+}
+
+// runtimeGCPercent is the GC percent in force, as system_properties should report it.
+func runtimeGCPercent() string {
+	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+	metrics.Read(s)
+	return strconv.FormatInt(int64(s[0].Value.Uint64()), 10)
 }
