@@ -588,14 +588,8 @@ func (a *applier) rewrite(path string, fn func(*node) *node) {
 	}
 	segs, chain, last, ok := a.walkTo(path)
 	if !ok {
-		segs = segments(path, a.t.segs)
-		chain = append(a.t.chain[:0], a.v.root)
-		n := a.v.root
-		for _, s := range segs[:len(segs)-1] {
-			n, _ = n.kids.get(s)
-			chain = append(chain, n)
-		}
-		last, _ = n.kids.get(segs[len(segs)-1])
+		last = a.find(path) // path exists: the callers looked it up
+		segs, chain = a.t.segs, a.t.chain
 	}
 	nn := fn(last)
 	prev := last
