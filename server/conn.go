@@ -22,8 +22,10 @@ var errClosedByServer = errors.New("server: connection closed by server")
 
 // conn is one client connection. Three goroutines own it: serve (the reader, which admits
 // requests in arrival order), the executor (executeLoop, which completes them in that order) and
-// the writer (out.writeLoop), the only one that writes the socket. See pipeline.go. The apply
-// hook and the server's housekeeping only push frames onto out and may close the connection.
+// the writer (out.writeLoop). The executor writes its replies itself when nothing else is queued,
+// and leaves them to the writer otherwise; only one goroutine writes the socket at a time
+// (out.go). See pipeline.go. The apply hook and the server's housekeeping only push frames onto
+// out and may close the connection.
 type conn struct {
 	s *Server
 	// raw is the accepted socket; abort closes it. nc is what requests are read from and replies
@@ -230,12 +232,13 @@ func (c *conn) serve(ctx context.Context) {
 	// the executor stops waiting for writes of a connection nobody reads any more.
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
+	var written func([]*request, time.Time)
+	if c.s.slow.on() {
+		written = c.replyWritten
+	}
+	c.out.setSink(c.nc, c.s.cfg.MaxSessionTimeout, func(n int) { c.s.m.bytesSent.Add(int64(n)) }, written)
 	wg.Go(func() {
-		var written func([]*request, time.Time)
-		if c.s.slow.on() {
-			written = c.replyWritten
-		}
-		_ = c.out.writeLoop(c.nc, c.s.cfg.MaxSessionTimeout, func(n int) { c.s.m.bytesSent.Add(int64(n)) }, written)
+		_ = c.out.writeLoop()
 		c.abort(errClosedByServer)
 		cancel()
 	})

@@ -8,8 +8,9 @@ import (
 	"github.com/zkd-io/zkd/jute"
 )
 
-// reply queues a reply for xid and counts it. The reply to the request the executor is timing
-// for the slow-request log is queued with it, so the writer can tell when it left.
+// reply queues a reply for xid and counts it; the executor flushes it once the request is
+// answered (executeLoop). The reply to the request the executor is timing for the slow-request
+// log is queued with it, so whoever writes it can tell when it left.
 func (c *conn) reply(xid int32, zxid int64, code jute.Code, body jute.Record) {
 	c.replyFrame(xid, zxid, code, body, false)
 }
@@ -26,7 +27,7 @@ func (c *conn) replyFrame(xid int32, zxid int64, code jute.Code, body jute.Recor
 	var size int
 	var ok bool
 	if errBody {
-		size, ok = c.out.push(timed, &jute.ReplyHeader{Xid: xid, Zxid: zxid, Err: code}, body)
+		size, ok = c.out.push(false, timed, &jute.ReplyHeader{Xid: xid, Zxid: zxid, Err: code}, body)
 	} else {
 		size, ok = c.out.pushReply(jute.ReplyHeader{Xid: xid, Zxid: zxid, Err: code}, body, timed)
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/zkd-io/zkd/jute"
@@ -14,10 +15,13 @@ var errSlowConsumer = errors.New("server: slow consumer: outbound limit reached"
 
 // outQueue is a connection's single ordered output: replies, ping replies and watch
 // notifications are encoded straight into one byte buffer under a mutex, in the order they are
-// queued. The connection's writer goroutine swaps the buffer for an empty one and writes it in one
-// call, so every burst is one coalesced write. Pushing never blocks: a queue that grows past its
-// limit marks the connection as a slow consumer and closes it, so watch delivery never stalls
-// apply.
+// queued. Whoever writes swaps the buffer for an empty one and writes it in one call, so every
+// burst is one coalesced write. Two goroutines write: the connection's writer (writeLoop), woken
+// by pushes from anywhere, and the executor, which writes its replies itself (flush) when it has
+// nothing else queued, saving a wake-up of the writer per reply. One at a time: the one that
+// takes the buffer sets writing, and the other leaves the socket alone until it is cleared.
+// Pushing never blocks: a queue that grows past its limit marks the connection as a slow
+// consumer and closes it, so watch delivery never stalls apply.
 type outQueue struct {
 	mu struct {
 		sync.Mutex
@@ -27,15 +31,40 @@ type outQueue struct {
 		err       error // why the queue was closed
 		sentCount int64 // frames queued
 		// timed are the requests whose replies are in buf and are timed for the slow-request
-		// log; the writer hands them back once buf is written.
+		// log; the goroutine that writes buf hands them back once it is written.
 		timed []*request
+		// writing is set while a goroutine writes a buffer it took; only it writes the socket.
+		writing bool
+		// spare and spareTimed are the buffers of the last write, emptied for reuse.
+		spare      []byte
+		spareTimed []*request
 	}
 	limit int
 	wake  chan struct{}
+
+	// The socket and what is told of each write, set by setSink before anything writes.
+	nc           net.Conn
+	writeTimeout time.Duration
+	sent         func(bytes int)
+	written      func([]*request, time.Time)
+	// raw is nc's file descriptor when nc is a plain socket, nil otherwise (TLS); the executor
+	// writes inline only to a plain socket, with one non-blocking write.
+	raw syscall.RawConn
 }
 
 func newOutQueue(limit int) *outQueue {
 	return &outQueue{limit: limit, wake: make(chan struct{}, 1)}
+}
+
+// setSink sets where the queue writes: nc, each write bounded by writeTimeout (0: none). After
+// each write, sent is told the bytes written and, when timed replies were among them, written is
+// given their requests and the time (read once per write). It must be called before writeLoop
+// and flush.
+func (q *outQueue) setSink(nc net.Conn, writeTimeout time.Duration, sent func(bytes int), written func([]*request, time.Time)) {
+	q.nc, q.writeTimeout, q.sent, q.written = nc, writeTimeout, sent, written
+	if sc, ok := nc.(syscall.Conn); ok && inlineWrites {
+		q.raw, _ = sc.SyscallConn()
+	}
 }
 
 func (q *outQueue) signal() {
@@ -45,25 +74,27 @@ func (q *outQueue) signal() {
 	}
 }
 
-// pushReply queues a reply frame. body is encoded only when h.Err is OK (error replies are
-// header-only). timed, if not nil, is the request it answers, to be handed to the writer's
+// pushReply queues a reply frame without waking the writer: the executor, which queues replies,
+// calls flush once it has answered the request. body is encoded only when h.Err is OK (error
+// replies are header-only). timed, if not nil, is the request it answers, to be handed to the
 // written callback once the reply is on the socket. It returns the frame's size and false if the
 // queue is closed or overflowed.
 func (q *outQueue) pushReply(h jute.ReplyHeader, body jute.Record, timed *request) (int, bool) {
 	if h.Err != jute.CodeOK {
 		body = nil
 	}
-	return q.push(timed, &h, body)
+	return q.push(false, timed, &h, body)
 }
 
-// pushFrame queues one frame holding recs in order (nil records are skipped).
+// pushFrame queues one frame holding recs in order (nil records are skipped) and wakes the
+// writer.
 func (q *outQueue) pushFrame(recs ...jute.Record) bool {
-	_, ok := q.push(nil, recs...)
+	_, ok := q.push(true, nil, recs...)
 	return ok
 }
 
-// push queues one frame holding recs and returns its size.
-func (q *outQueue) push(timed *request, recs ...jute.Record) (int, bool) {
+// push queues one frame holding recs and returns its size; wake wakes the writer.
+func (q *outQueue) push(wake bool, timed *request, recs ...jute.Record) (int, bool) {
 	q.mu.Lock()
 	if q.mu.closed {
 		q.mu.Unlock()
@@ -85,7 +116,9 @@ func (q *outQueue) push(timed *request, recs ...jute.Record) (int, bool) {
 		q.mu.timed = q.mu.timed[:0]
 	}
 	q.mu.Unlock()
-	q.signal()
+	if wake || over {
+		q.signal()
+	}
 	return size, !over
 }
 
@@ -106,44 +139,121 @@ func (q *outQueue) close(err error, flush bool) {
 	q.signal()
 }
 
-// writeLoop is the only goroutine that writes to nc. It returns when the queue is closed and
-// drained, or when a write fails, and closes nc either way. After each write it calls sent with
-// the bytes written and, when timed replies were among them, written with their requests and the
-// time (read once per write).
-func (q *outQueue) writeLoop(nc net.Conn, writeTimeout time.Duration, sent func(bytes int), written func([]*request, time.Time)) error {
-	defer nc.Close()
-	var spare []byte
-	var spareTimed []*request
-	for {
+// takeLocked claims what is queued for the caller to write, or returns nil when nothing is queued
+// or another goroutine is writing. q.mu must be held.
+func (q *outQueue) takeLocked() ([]byte, []*request) {
+	if q.mu.writing || len(q.mu.buf) == 0 {
+		return nil, nil
+	}
+	buf, timed := q.mu.buf, q.mu.timed
+	q.mu.buf, q.mu.timed = q.mu.spare[:0], q.mu.spareTimed[:0]
+	q.mu.spare, q.mu.spareTimed = nil, nil
+	q.mu.writing = true
+	return buf, timed
+}
+
+// write writes buf, claimed with takeLocked, then gives up the claim and keeps the buffers for
+// reuse. It returns the write's error. An inline write (flush) only writes what the socket takes
+// at once: it puts what is left back at the head of the queue, with all of timed, and wakes the
+// writer, so a client that stops reading holds up the writer and never the executor.
+func (q *outQueue) write(buf []byte, timed []*request, inline bool) error {
+	var n int
+	var err error
+	if inline {
+		n, err = tryWrite(q.raw, buf)
+	} else {
+		if q.writeTimeout > 0 {
+			_ = q.nc.SetWriteDeadline(time.Now().Add(q.writeTimeout))
+		}
+		n, err = q.nc.Write(buf)
+	}
+	if err == nil && n < len(buf) {
 		q.mu.Lock()
-		buf := q.mu.buf
-		closed, finish, err := q.mu.closed, q.mu.finish, q.mu.err
-		timed := q.mu.timed
-		if len(buf) > 0 {
-			q.mu.buf = spare[:0]
-			q.mu.timed = spareTimed[:0]
+		q.mu.writing = false
+		if !q.mu.closed || q.mu.finish {
+			rest := make([]byte, 0, len(buf)-n+len(q.mu.buf))
+			rest = append(append(rest, buf[n:]...), q.mu.buf...)
+			q.mu.spare, q.mu.buf = q.mu.buf[:0], rest
+			q.mu.timed = append(timed, q.mu.timed...)
 		}
 		q.mu.Unlock()
-		if len(buf) > 0 {
-			if writeTimeout > 0 {
-				_ = nc.SetWriteDeadline(time.Now().Add(writeTimeout))
-			}
-			if _, werr := nc.Write(buf); werr != nil {
+		if q.sent != nil && n > 0 {
+			q.sent(n)
+		}
+		q.signal()
+		return nil
+	}
+	if err == nil {
+		if q.sent != nil {
+			q.sent(len(buf))
+		}
+		if len(timed) > 0 && q.written != nil {
+			q.written(timed, time.Now())
+		}
+	}
+	clear(timed)
+	q.mu.Lock()
+	q.mu.writing = false
+	if cap(buf) <= 1<<20 {
+		q.mu.spare = buf[:0]
+	}
+	q.mu.spareTimed = timed[:0]
+	q.mu.Unlock()
+	return err
+}
+
+// flush writes what is queued from the calling goroutine (the executor, after answering a
+// request) when inline is set and no other write is in progress; otherwise the writer is woken
+// for it. A write in progress picks up what was queued meanwhile, and whatever is queued after
+// an inline write wakes the writer, so nothing is left behind.
+func (q *outQueue) flush(inline bool) {
+	if !inline || q.raw == nil {
+		q.signal()
+		return
+	}
+	q.mu.Lock()
+	if q.mu.closed {
+		q.mu.Unlock()
+		q.signal()
+		return
+	}
+	buf, timed := q.takeLocked()
+	q.mu.Unlock()
+	if buf == nil {
+		return
+	}
+	if err := q.write(buf, timed, true); err != nil {
+		q.close(err, false) // wakes the writer, which ends with err
+		return
+	}
+	q.mu.Lock()
+	more := len(q.mu.buf) > 0 || q.mu.closed
+	q.mu.Unlock()
+	if more {
+		q.signal()
+	}
+}
+
+// writeLoop writes what is queued whenever it is woken and no flush is writing. It returns when
+// the queue is closed and drained, or when a write fails, and closes the socket either way.
+func (q *outQueue) writeLoop() error {
+	defer q.nc.Close()
+	for {
+		q.mu.Lock()
+		if q.mu.writing {
+			// An inline flush is writing; it wakes the writer when it is done if anything is
+			// left or the queue was closed.
+			q.mu.Unlock()
+			<-q.wake
+			continue
+		}
+		buf, timed := q.takeLocked()
+		closed, finish, err := q.mu.closed, q.mu.finish, q.mu.err
+		q.mu.Unlock()
+		if buf != nil {
+			if werr := q.write(buf, timed, false); werr != nil {
 				q.close(werr, false)
 				return werr
-			}
-			if sent != nil {
-				sent(len(buf))
-			}
-			if len(timed) > 0 && written != nil {
-				written(timed, time.Now())
-			}
-			clear(timed)
-			spareTimed = timed[:0]
-			if cap(buf) <= 1<<20 {
-				spare = buf[:0]
-			} else {
-				spare = nil
 			}
 			continue
 		}

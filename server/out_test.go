@@ -5,7 +5,11 @@ import (
 	"errors"
 	"io"
 	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/zkd-io/zkd/jute"
 )
@@ -17,14 +21,15 @@ func runWriter(t *testing.T, q *outQueue) (net.Conn, func() error) {
 	srv, cli := net.Pipe()
 	exited := make(chan struct{})
 	var err error
-	go func() { defer close(exited); err = q.writeLoop(srv, 0, nil, nil) }()
+	q.setSink(srv, 0, nil, nil)
+	go func() { defer close(exited); err = q.writeLoop() }()
 	wait := func() error { <-exited; return err }
 	t.Cleanup(func() { cli.Close(); <-exited })
 	return cli, wait
 }
 
 // readFrames reads frames until the pipe closes and returns their payloads.
-func readFrames(t *testing.T, c net.Conn) [][]byte {
+func readFrames(t *testing.T, c io.Reader) [][]byte {
 	t.Helper()
 	fr := jute.NewFrameReader(c, 1<<20)
 	var out [][]byte
@@ -129,7 +134,8 @@ func TestOutQueueCoalescesBursts(t *testing.T) {
 		q.pushFrame(&jute.ReplyHeader{Xid: jute.XidNotification}, &jute.WatcherEvent{Type: jute.EventNodeDataChanged, Path: "/p"})
 	}
 	q.close(errClosedByServer, true)
-	if err := q.writeLoop(rec, 0, nil, nil); err != nil {
+	q.setSink(rec, 0, nil, nil)
+	if err := q.writeLoop(); err != nil {
 		t.Fatal(err)
 	}
 	if rec.writes != 1 {
@@ -146,3 +152,221 @@ type recordingConn struct {
 
 func (r *recordingConn) Write(b []byte) (int, error) { r.writes++; return r.buf.Write(b) }
 func (r *recordingConn) Close() error                { return nil }
+
+// tcpPair returns the two ends of a loopback TCP connection: the executor writes inline only
+// to a real socket.
+func tcpPair(t *testing.T) (srv, cli net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		accepted <- c
+	}()
+	cli, err = net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv = <-accepted
+	if srv == nil {
+		t.Fatal("accept failed")
+	}
+	t.Cleanup(func() { srv.Close(); cli.Close() })
+	return srv, cli
+}
+
+// framesFrom reads n frames of up to max bytes from r.
+func framesFrom(t *testing.T, r io.Reader, n, max int) [][]byte {
+	t.Helper()
+	fr := jute.NewFrameReader(r, max)
+	var out [][]byte
+	for range n {
+		f, err := fr.Next()
+		if err != nil {
+			t.Fatalf("after %d frames: %v", len(out), err)
+		}
+		out = append(out, bytes.Clone(f))
+	}
+	return out
+}
+
+// inlineQueue returns a queue of the given limit writing to a loopback socket, and the socket's
+// client end; it skips the test where the executor cannot write inline.
+func inlineQueue(t *testing.T, limit int) (*outQueue, net.Conn) {
+	t.Helper()
+	if !inlineWrites {
+		t.Skip("no inline writes on this platform")
+	}
+	srv, cli := tcpPair(t)
+	q := newOutQueue(limit)
+	q.setSink(srv, 0, nil, nil)
+	return q, cli
+}
+
+// The executor's flush writes its replies itself, in one write, with no writer running.
+func TestOutQueueFlushWritesInline(t *testing.T) {
+	q, cli := inlineQueue(t, 1<<20)
+	for xid := int32(1); xid <= 3; xid++ {
+		q.pushReply(jute.ReplyHeader{Xid: xid}, &jute.SetDataResponse{}, nil)
+	}
+	select {
+	case <-q.wake:
+		t.Fatal("a reply woke the writer; the executor flushes its own replies")
+	default:
+	}
+	q.flush(true)
+	_ = cli.SetReadDeadline(time.Now().Add(10 * time.Second))
+	frames := framesFrom(t, cli, 3, 1<<20)
+	for i, f := range frames {
+		if xid := replyXid(t, f); xid != int32(i+1) {
+			t.Fatalf("frame %d has xid %d", i, xid)
+		}
+	}
+	select {
+	case <-q.wake:
+		t.Fatal("a flush that wrote everything woke the writer")
+	default:
+	}
+	q.flush(false)
+	select {
+	case <-q.wake:
+	default:
+		t.Fatal("flush(false) did not wake the writer")
+	}
+}
+
+// An inline write to a client that is not reading writes only what the socket takes: the rest
+// goes to the writer, ahead of what was queued since, and every frame arrives whole and in order.
+func TestOutQueueStalledFlushHandsOverToWriter(t *testing.T) {
+	q, cli := inlineQueue(t, 1<<30)
+	// Far more than loopback's socket buffers hold.
+	first := &jute.GetDataResponse{Data: bytes.Repeat([]byte{7}, 32<<20)}
+	q.pushReply(jute.ReplyHeader{Xid: 1}, first, nil)
+	q.flush(true) // must return without a reader
+	q.mu.Lock()
+	left := len(q.mu.buf)
+	q.mu.Unlock()
+	if left == 0 {
+		t.Fatal("32 MiB went out with nobody reading; the test needs a bigger reply")
+	}
+	q.pushReply(jute.ReplyHeader{Xid: 2}, &jute.SetDataResponse{}, nil)
+	q.close(errClosedByServer, true)
+	exited := make(chan error, 1)
+	go func() { exited <- q.writeLoop() }()
+	frames := framesFrom(t, cli, 2, 64<<20)
+	want := len(jute.AppendFrame(nil, &jute.ReplyHeader{Xid: 1}, first)) - 4
+	if replyXid(t, frames[0]) != 1 || len(frames[0]) != want || replyXid(t, frames[1]) != 2 {
+		t.Fatalf("frames of %d and %d bytes; want reply 1 whole (%d bytes), then reply 2", len(frames[0]), len(frames[1]), want)
+	}
+	if !bytes.Equal(frames[0][len(frames[0])-68-(32<<20):len(frames[0])-68], first.Data) {
+		t.Fatal("reply 1's data arrived changed")
+	}
+	if err := <-exited; err != nil {
+		t.Fatalf("writer = %v", err)
+	}
+}
+
+// The writer and inline flushes never write the socket at the same time: with a reader slower
+// than both, inline writes are often partial, and any overlap would interleave frames. Together
+// they write every frame once, each source's in order.
+func TestOutQueueFlushAndWriterTakeTurns(t *testing.T) {
+	srv, cli := tcpPair(t)
+	guard := &exclusiveConn{Conn: srv}
+	q := newOutQueue(1 << 30)
+	q.setSink(guard, 0, nil, nil)
+	exited := make(chan error, 1)
+	go func() { exited <- q.writeLoop() }()
+	const n = 2000
+	data := make([]byte, 4<<10)
+	var wg sync.WaitGroup
+	wg.Go(func() { // the executor: replies with odd xids, mostly flushed inline
+		for xid := int32(1); xid < 2*n; xid += 2 {
+			q.pushReply(jute.ReplyHeader{Xid: xid}, &jute.GetDataResponse{Data: data}, nil)
+			q.flush(xid%3 != 0)
+		}
+	})
+	wg.Go(func() { // the apply hook: notifications with even xids, through the writer
+		for xid := int32(2); xid <= 2*n; xid += 2 {
+			q.pushFrame(&jute.ReplyHeader{Xid: xid}, &jute.WatcherEvent{Path: "/p"})
+		}
+	})
+	read := make(chan [][]byte, 1)
+	go func() { // a slow reader; it may not fail the test from here
+		fr := jute.NewFrameReader(cli, 1<<20)
+		var out [][]byte
+		for {
+			f, err := fr.Next()
+			if err != nil {
+				read <- out
+				return
+			}
+			out = append(out, bytes.Clone(f))
+			if len(out)%64 == 0 {
+				time.Sleep(time.Millisecond)
+			}
+		}
+	}()
+	wg.Wait()
+	q.close(errClosedByServer, true)
+	if err := <-exited; err != nil {
+		t.Fatalf("writer = %v", err)
+	}
+	frames := <-read
+	if len(frames) != 2*n {
+		t.Fatalf("%d frames; want %d", len(frames), 2*n)
+	}
+	last := map[bool]int32{}
+	for _, f := range frames {
+		xid := replyXid(t, f)
+		if xid <= last[xid%2 == 0] {
+			t.Fatalf("xid %d after %d: a source's frames out of order", xid, last[xid%2 == 0])
+		}
+		last[xid%2 == 0] = xid
+	}
+	if inlineWrites && guard.inline.Load() == 0 {
+		t.Fatal("no inline write was made")
+	}
+	if o := guard.overlaps.Load(); o != 0 {
+		t.Fatalf("%d writes started while another was in progress", o)
+	}
+}
+
+// exclusiveConn counts writes, through Write or the raw descriptor, that start while another is
+// in progress.
+type exclusiveConn struct {
+	net.Conn
+	active, overlaps, inline atomic.Int32
+}
+
+func (e *exclusiveConn) enter() {
+	if e.active.Add(1) > 1 {
+		e.overlaps.Add(1)
+	}
+}
+
+func (e *exclusiveConn) Write(b []byte) (int, error) {
+	e.enter()
+	defer e.active.Add(-1)
+	return e.Conn.Write(b)
+}
+
+func (e *exclusiveConn) SyscallConn() (syscall.RawConn, error) {
+	rc, err := e.Conn.(syscall.Conn).SyscallConn()
+	return exclusiveRaw{rc, e}, err
+}
+
+type exclusiveRaw struct {
+	syscall.RawConn
+	e *exclusiveConn
+}
+
+func (r exclusiveRaw) Write(f func(uintptr) bool) error {
+	r.e.enter()
+	r.e.inline.Add(1)
+	defer r.e.active.Add(-1)
+	return r.RawConn.Write(f)
+}
