@@ -21,9 +21,10 @@ import (
 var errClosedByServer = errors.New("server: connection closed by server")
 
 // conn is one client connection. Three goroutines own it: serve (the reader, which admits
-// requests in arrival order), the executor (executeLoop, which completes them in that order) and
-// the writer (out.writeLoop). The executor writes its replies itself when nothing else is queued,
-// and leaves them to the writer otherwise; only one goroutine writes the socket at a time
+// requests in arrival order, and answers a plain read itself when nothing is queued before it),
+// the executor (executeLoop, which completes the rest in that order) and the writer
+// (out.writeLoop). The one that answers a request writes its reply itself when nothing else is
+// queued, and leaves it to the writer otherwise; only one goroutine writes the socket at a time
 // (out.go). See pipeline.go. The apply hook and the server's housekeeping only push frames onto
 // out and may close the connection.
 type conn struct {
@@ -73,8 +74,12 @@ type conn struct {
 	// the like); readsDone is signalled after each. Writes wait for it to reach zero.
 	readsQueued atomic.Int32
 	readsDone   chan struct{}
+	// queued counts the requests handed to the executor and not yet completed by it. When it is
+	// zero the reader answers plain reads itself (admit): only the reader adds to it.
+	queued atomic.Int32
 	// timing is the request the executor is answering while the slow-request log is on: reply
-	// hands it to the writer with its reply. Only the executor touches it.
+	// hands it to the writer with its reply. Only the executor touches it, or the reader while the
+	// executor has nothing to do (a read it answers itself, admit).
 	timing *request
 
 	stopOnce sync.Once

@@ -104,10 +104,31 @@ func (c *conn) admit(ctx context.Context, frame []byte) bool {
 		// deleteContainer is the server's own housekeeping op and is refused to clients.
 		r.fixed, r.code, r.closeAfter = true, jute.CodeUnimplemented, true
 	}
+	if !r.fixed && inlineRead(hdr.Type) && c.queued.Load() == 0 {
+		// Nothing admitted is still to be answered, so answering this read here keeps the
+		// order, and saves waking the executor for it (and, with its reply written inline,
+		// the writer): a read on an unhurried connection costs no goroutine switch.
+		c.readsQueued.Add(1) // as enqueue would; complete counts it done
+		ok := c.complete(ctx, r)
+		c.out.flush(ok)
+		return ok
+	}
 	if !c.enqueue(r) {
 		return false
 	}
 	return !r.closeSession && !r.closeAfter
+}
+
+// inlineRead reports whether the reader may answer a request of type op itself when nothing is
+// queued before it: reads that never wait (sync waits for the leader, and stays with the
+// executor so the reader goes on admitting).
+func inlineRead(op jute.Op) bool {
+	switch op {
+	case jute.OpGetData, jute.OpExists, jute.OpGetChildren, jute.OpGetChildren2, jute.OpPing,
+		jute.OpGetACL, jute.OpGetAllChildrenNumber, jute.OpGetEphemerals:
+		return true
+	}
+	return false
 }
 
 // isWrite reports whether op is a client write, which consensus proposes.
@@ -211,6 +232,7 @@ func (c *conn) enqueue(r *request) bool {
 	if isRead {
 		c.readsQueued.Add(1)
 	}
+	c.queued.Add(1)
 	select {
 	case c.reqs <- r:
 		return !r.closeAfter
@@ -245,6 +267,7 @@ func (c *conn) executeLoop(ctx context.Context) {
 			}
 		}
 		ok := c.complete(ctx, r)
+		c.queued.Add(-1)
 		// With nothing else admitted, the executor writes the reply itself rather than wake the
 		// writer for it: one goroutine wake-up fewer per request on an unhurried connection.
 		// With more queued it lets the writer write while it goes on answering.
