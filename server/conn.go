@@ -77,6 +77,9 @@ type conn struct {
 	// queued counts the requests handed to the executor and not yet completed by it. When it is
 	// zero the reader answers plain reads itself (admit): only the reader adds to it.
 	queued atomic.Int32
+	// held is set while replies to reads the reader answered itself wait in out for the rest of
+	// a pipelined burst (admit); only the reader touches it.
+	held bool
 	// timing is the request the executor is answering while the slow-request log is on: reply
 	// hands it to the writer with its reply. Only the executor touches it, or the reader while the
 	// executor has nothing to do (a read it answers itself, admit).
@@ -265,6 +268,7 @@ func (c *conn) serve(ctx context.Context) {
 	if err != nil && !errors.Is(err, io.EOF) && !c.isClosed() {
 		c.log.Debug("connection ended", "err", err)
 	}
+	c.releaseHeld()
 	// Let the executor answer what was admitted (closeSession's reply, writes in flight).
 	close(c.readEnd)
 	<-execDone

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"time"
 
@@ -110,6 +111,14 @@ func (c *conn) admit(ctx context.Context, frame []byte) bool {
 		// the writer): a read on an unhurried connection costs no goroutine switch.
 		c.readsQueued.Add(1) // as enqueue would; complete counts it done
 		ok := c.complete(ctx, r)
+		if ok && c.frameBuffered() {
+			// The client pipelined more requests, already here: answer them first and write
+			// the replies together, as the writer would have (one write per reply cost a
+			// pipelining client a seventh more CPU per read).
+			c.held = true
+			return true
+		}
+		c.held = false
 		c.out.flush(ok)
 		return ok
 	}
@@ -168,6 +177,7 @@ func (c *conn) accept(r *request) bool {
 // admitWrite starts a write (closeSession included) on arrival, so a connection can have many in
 // flight, and passes it to the executor, which answers once this server applied it.
 func (c *conn) admitWrite(ctx context.Context, r *request, body []byte) bool {
+	c.releaseHeld()
 	if !c.accept(r) || !c.awaitReads() {
 		return false
 	}
@@ -226,8 +236,33 @@ func (c *conn) awaitReads() bool {
 	return true
 }
 
+// frameBuffered reports whether the read buffer holds a whole frame, so that reading the next
+// request will not wait for the client.
+func (c *conn) frameBuffered() bool {
+	n := c.br.Buffered()
+	if n < 4 {
+		return false
+	}
+	head, err := c.br.Peek(4)
+	if err != nil {
+		return false
+	}
+	size := int64(int32(binary.BigEndian.Uint32(head)))
+	return size >= 0 && int64(n-4) >= size
+}
+
+// releaseHeld writes the replies the reader held back for a pipelined burst (admit) before the
+// reader hands a request on or may wait.
+func (c *conn) releaseHeld() {
+	if c.held {
+		c.held = false
+		c.out.flush(true)
+	}
+}
+
 // enqueue hands r to the executor, waiting while the connection has Config.MaxInFlight requests.
 func (c *conn) enqueue(r *request) bool {
+	c.releaseHeld()
 	isRead := r.pending == nil && !r.fixed
 	if isRead {
 		c.readsQueued.Add(1)

@@ -333,6 +333,38 @@ func TestSlowConsumerDisconnected(t *testing.T) {
 	}
 }
 
+// Reads sent together with nothing else in flight are answered by the reader, which holds their
+// replies back while more requests of the burst are already read: every reply must still leave,
+// in order, whether the burst ends with a read or with a write.
+func TestPipelinedReadBurstsAllAnswered(t *testing.T) {
+	s := zkdtest.Start(t, zkdtest.WithoutRaft())
+	r := rawSession(t, s.Addr())
+	mustCreate(t, r, "/b", openACL, 0)
+	xid := int32(100)
+	for _, n := range []int{1, 2, 5, 50} {
+		for _, endWithWrite := range []bool{false, true} {
+			var batch []byte
+			for i := range n {
+				batch = append(batch, conformance.EncodeRequest(xid+int32(i), jute.OpGetData, &jute.GetDataRequest{Path: "/b"})...)
+			}
+			count := n
+			if endWithWrite {
+				batch = append(batch, conformance.EncodeRequest(xid+int32(n), jute.OpSetData, &jute.SetDataRequest{Path: "/b", Data: []byte("v"), Version: -1})...)
+				count++
+			}
+			if err := r.WriteBytes(batch); err != nil {
+				t.Fatal(err)
+			}
+			for i := range count {
+				if rep, err := r.ReadReplyFor(xid + int32(i)); err != nil || rep.Header.Err != jute.CodeOK {
+					t.Fatalf("burst of %d reads (write after: %v), reply %d: %+v, %v", n, endWithWrite, i, rep.Header, err)
+				}
+			}
+			xid += int32(count)
+		}
+	}
+}
+
 // Pipelined requests behave as if executed one by one: a read sees the writes sent before it and
 // none sent after it, and replies come back in request order.
 func TestPipelinedReadsSeeExactlyEarlierWrites(t *testing.T) {
