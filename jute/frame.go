@@ -137,6 +137,22 @@ func (fr *FrameReader) Next() ([]byte, error) {
 	return b, nil
 }
 
+// Buffered reports whether a whole frame has already been read ahead, so that Next returns it
+// without reading from the stream. A frame with a bad length counts as not buffered: Next
+// reports it.
+func (fr *FrameReader) Buffered() bool {
+	have := fr.r.Buffered()
+	if have < FrameHeaderLen {
+		return false
+	}
+	hdr, err := fr.r.Peek(FrameHeaderLen)
+	if err != nil {
+		return false
+	}
+	n, err := frameLen(hdr, fr.max)
+	return err == nil && have-FrameHeaderLen >= n
+}
+
 // BeginFrame appends a 4-byte length placeholder and returns its offset, to be passed to EndFrame
 // once the frame's records are encoded.
 func (e *Encoder) BeginFrame() int {

@@ -243,3 +243,29 @@ func TestFrameReaderReleasesLargeBuffers(t *testing.T) {
 		t.Errorf("small frames do not reuse the buffer (err %v)", err)
 	}
 }
+
+// Buffered says whether Next can return a frame from what was already read ahead: a whole frame
+// yes; a partial one, a partial length, or a bad length no.
+func TestFrameReaderBuffered(t *testing.T) {
+	stream := append(append(be(3, "abc"), be(2, "de")...), be(5, "fg")...) // the last frame is cut short
+	fr := NewFrameReader(bufio.NewReaderSize(bytes.NewReader(stream), 64), 10)
+	if fr.Buffered() {
+		t.Fatal("Buffered before anything was read")
+	}
+	for _, want := range []string{"abc", "de"} {
+		f, err := fr.Next()
+		if err != nil || string(f) != want {
+			t.Fatalf("Next = %q, %v; want %q", f, err, want)
+		}
+		if got, wantBuf := fr.Buffered(), want == "abc"; got != wantBuf {
+			t.Fatalf("Buffered after %q = %v; want %v", want, got, wantBuf)
+		}
+	}
+	for _, in := range [][]byte{be(11, "0123456789a", 1, "x"), be(-1, "abc"), {0, 0}} {
+		fr := NewFrameReader(bufio.NewReader(bytes.NewReader(in)), 10)
+		_, _ = fr.r.Peek(len(in)) // read everything ahead
+		if fr.Buffered() {
+			t.Errorf("Buffered over %x; want false", in)
+		}
+	}
+}

@@ -32,10 +32,12 @@ type conn struct {
 	// raw is the accepted socket; abort closes it. nc is what requests are read from and replies
 	// written to: raw, or the TLS connection over it, chosen by serve before the reader and the
 	// writer start (tls.go), and never changed after.
-	raw    net.Conn
-	mode   listenMode
-	nc     net.Conn
-	br     *bufio.Reader
+	raw  net.Conn
+	mode listenMode
+	nc   net.Conn
+	br   *bufio.Reader
+	// fr reads the requests' frames from br once the handshake began; only the reader uses it.
+	fr     *jute.FrameReader
 	out    *outQueue
 	remote string
 	ip     string
@@ -297,7 +299,8 @@ func (c *conn) readLoop(ctx context.Context) error {
 		c.stats.received.Add(1) // the word, as ZooKeeper counts it
 		return c.fourLetterWord(ctx, word)
 	}
-	fr := jute.NewFrameReader(c.br, c.s.cfg.MaxFrameSize)
+	c.fr = jute.NewFrameReader(c.br, c.s.cfg.MaxFrameSize)
+	fr := c.fr
 	frame, err := fr.Next()
 	if err != nil {
 		c.countSessionless(err)

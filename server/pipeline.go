@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"time"
 
@@ -111,7 +110,7 @@ func (c *conn) admit(ctx context.Context, frame []byte) bool {
 		// the writer): a read on an unhurried connection costs no goroutine switch.
 		c.readsQueued.Add(1) // as enqueue would; complete counts it done
 		ok := c.complete(ctx, r)
-		if ok && c.frameBuffered() {
+		if ok && c.fr.Buffered() {
 			// The client pipelined more requests, already here: answer them first and write
 			// the replies together, as the writer would have (one write per reply cost a
 			// pipelining client a seventh more CPU per read).
@@ -234,21 +233,6 @@ func (c *conn) awaitReads() bool {
 		}
 	}
 	return true
-}
-
-// frameBuffered reports whether the read buffer holds a whole frame, so that reading the next
-// request will not wait for the client.
-func (c *conn) frameBuffered() bool {
-	n := c.br.Buffered()
-	if n < 4 {
-		return false
-	}
-	head, err := c.br.Peek(4)
-	if err != nil {
-		return false
-	}
-	size := int64(int32(binary.BigEndian.Uint32(head)))
-	return size >= 0 && int64(n-4) >= size
 }
 
 // releaseHeld writes the replies the reader held back for a pipelined burst (admit) before the
