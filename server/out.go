@@ -16,10 +16,11 @@ var errSlowConsumer = errors.New("server: slow consumer: outbound limit reached"
 // outQueue is a connection's single ordered output: replies, ping replies and watch
 // notifications are encoded straight into one byte buffer under a mutex, in the order they are
 // queued. Whoever writes swaps the buffer for an empty one and writes it in one call, so every
-// burst is one coalesced write. Two goroutines write: the connection's writer (writeLoop), woken
-// by pushes from anywhere, and the executor, which writes its replies itself (flush) when it has
-// nothing else queued, saving a wake-up of the writer per reply. One at a time: the one that
-// takes the buffer sets writing, and the other leaves the socket alone until it is cleared.
+// burst is one coalesced write. The connection's writer (writeLoop) writes what pushes from
+// anywhere queue; the goroutine that answered a request (the executor, or the reader for a read
+// it answers itself) writes its reply with flush when nothing else is queued, saving a wake-up
+// of the writer per reply. One at a time: the one that takes the buffer sets writing, and the
+// other leaves the socket alone until it is cleared.
 // Pushing never blocks: a queue that grows past its limit marks the connection as a slow
 // consumer and closes it, so watch delivery never stalls apply.
 type outQueue struct {
@@ -47,8 +48,8 @@ type outQueue struct {
 	writeTimeout time.Duration
 	sent         func(bytes int)
 	written      func([]*request, time.Time)
-	// raw is nc's file descriptor when nc is a plain socket, nil otherwise (TLS); the executor
-	// writes inline only to a plain socket, with one non-blocking write.
+	// raw is nc's file descriptor when nc is a plain socket, nil otherwise (TLS); flush writes
+	// only to a plain socket, with one non-blocking write.
 	raw syscall.RawConn
 }
 
@@ -74,8 +75,8 @@ func (q *outQueue) signal() {
 	}
 }
 
-// pushReply queues a reply frame without waking the writer: the executor, which queues replies,
-// calls flush once it has answered the request. body is encoded only when h.Err is OK (error
+// pushReply queues a reply frame without waking the writer: whoever answered the request calls
+// flush once it is answered. body is encoded only when h.Err is OK (error
 // replies are header-only). timed, if not nil, is the request it answers, to be handed to the
 // written callback once the reply is on the socket. It returns the frame's size and false if the
 // queue is closed or overflowed.
@@ -202,8 +203,8 @@ func (q *outQueue) write(buf []byte, timed []*request, inline bool) error {
 	return err
 }
 
-// flush writes what is queued from the calling goroutine (the executor, after answering a
-// request) when inline is set and no other write is in progress; otherwise the writer is woken
+// flush writes what is queued from the calling goroutine (the one that answered a request)
+// when inline is set and no other write is in progress; otherwise the writer is woken
 // for it. A write in progress picks up what was queued meanwhile, and whatever is queued after
 // an inline write wakes the writer, so nothing is left behind.
 func (q *outQueue) flush(inline bool) {
