@@ -13,7 +13,6 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	wal "github.com/hashicorp/raft-wal"
-	walfs "github.com/hashicorp/raft-wal/fs"
 	"github.com/hashicorp/raft-wal/migrate"
 	"github.com/hashicorp/raft-wal/segment"
 	"go.etcd.io/bbolt"
@@ -160,26 +159,31 @@ type walStore struct {
 	*wal.WAL
 	meta    *walMetaFile
 	deletes *laterDeletes
+	zeroing func() // stops the zeroer
 }
 
 func (w *walStore) Close() error {
 	err := w.WAL.Close()
 	w.deletes.close()
+	w.zeroing()
 	return errors.Join(err, w.meta.Close())
 }
 
 func openWAL(dir string, segmentSize int, hl hclog.Logger) (w *walStore, err error) {
 	var deletes *laterDeletes
+	vfs, stopZeroing := newZeroAheadFS(hl.Named("wal"))
 	// A damaged segment or metadata file can make raft-wal's decoders index out of range.
 	defer func() {
 		if r := recover(); r != nil {
 			if deletes != nil {
 				deletes.close()
 			}
+			stopZeroing()
 			w, err = nil, &DamageError{File: dir, Problem: fmt.Sprintf("the log store failed opening it: %v", r)}
 		}
 	}()
 	if err := os.MkdirAll(dir, 0o750); err != nil {
+		stopZeroing()
 		return nil, fmt.Errorf("consensus: wal dir: %w", err)
 	}
 	meta := &walMetaFile{}
@@ -187,11 +191,12 @@ func openWAL(dir string, segmentSize int, hl hclog.Logger) (w *walStore, err err
 	if segmentSize > 0 {
 		size = segmentSize
 	}
-	deletes = newLaterDeletes(segment.NewFiler(dir, walfs.New()), hl.Named("wal"))
+	deletes = newLaterDeletes(segment.NewFiler(dir, vfs), hl.Named("wal"))
 	ww, err := wal.Open(dir, wal.WithLogger(hl.Named("wal")), wal.WithMetaStore(meta), wal.WithSegmentSize(size),
 		wal.WithSegmentFiler(deletes))
 	if err != nil {
 		deletes.close()
+		stopZeroing()
 		meta.Close()
 		var d *DamageError
 		if errors.As(err, &d) || errors.Is(err, os.ErrPermission) {
@@ -199,7 +204,7 @@ func openWAL(dir string, segmentSize int, hl hclog.Logger) (w *walStore, err err
 		}
 		return nil, &DamageError{File: dir, Problem: fmt.Sprintf("the log store cannot open it: %v", err)}
 	}
-	return &walStore{WAL: ww, meta: meta, deletes: deletes}, nil
+	return &walStore{WAL: ww, meta: meta, deletes: deletes, zeroing: stopZeroing}, nil
 }
 
 // copyStable copies the keys hashicorp/raft v1.7 keeps in its StableStore (CurrentTerm and
