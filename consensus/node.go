@@ -65,7 +65,6 @@ type Node struct {
 	rtrans *retryTransport // what raft sends through: trans, waiting for unreachable followers
 	layer  *streamLayer
 	ln     net.Listener
-	self   raft.ServerAddress // where this node dials its own Raft transport (relay.go)
 	logs   raft.LogStore
 	store  io.Closer // the durable log and stable store; nil in memory
 	snaps  raft.SnapshotStore
@@ -234,7 +233,6 @@ func (n *Node) open() error {
 		}
 	}
 	n.ln = ln
-	n.self = selfAddr(ln.Addr())
 	hl := newHclog(cfg.Logger.With("node", cfg.ID), "raft")
 	hl.(*hclogBridge).alone = len(cfg.Peers) == 0 && !cfg.NoBootstrap
 

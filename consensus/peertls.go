@@ -299,18 +299,6 @@ func (n *Node) memberAddrs() []string {
 // dialPeer dials a peer's port, with TLS unless configured otherwise, and sends the connection
 // type. An error means nothing of the connection's protocol was sent.
 func (n *Node) dialPeer(ctx context.Context, addr string, kind byte) (net.Conn, error) {
-	if n.tls != nil && !n.tls.cfg.DialPlaintext && kind == connRaft && addr == string(n.self) {
-		// The relay (relay.go) hands entries to this node's own Raft transport. Over TLS its
-		// certificate would have to name the loopback address it dials when listening on all
-		// interfaces; an in-process pipe needs no authentication at all.
-		local, remote := net.Pipe()
-		if !n.goTracked(func() { n.layer.handoff(remote) }) {
-			local.Close()
-			remote.Close()
-			return nil, ErrShutdown
-		}
-		return local, nil
-	}
 	c, err := n.cfg.Network.Dial(ctx, addr)
 	if err != nil {
 		return nil, err

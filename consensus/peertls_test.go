@@ -94,7 +94,7 @@ func TestPeerTLSClusterServesAndFailsOver(t *testing.T) {
 }
 
 // TestPeerTLSRelay: under TLS a follower still hands the leader's commit announcements to its
-// own Raft (through an in-process pipe, relay.go), so forwarded writes do not wait for the
+// own Raft (in-process, relay.go), so forwarded writes do not wait for the
 // leader's idle AppendEntries (a second here).
 func TestPeerTLSRelay(t *testing.T) {
 	pki := newTestPKI(t)

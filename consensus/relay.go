@@ -1,7 +1,6 @@
 package consensus
 
 import (
-	"net"
 	"sync"
 	"time"
 
@@ -22,9 +21,10 @@ import (
 // accepted: a follower in a later term ignores it, and one whose log does not hold entry C with
 // term T rejects it. When it is accepted, the follower's log matches the leader's up to C (the log
 // matching property), and C is committed (the leader said so), so committing through C is exactly
-// what the leader's next message would make it do. The message is sent to this node's own Raft
-// transport over loopback; no fsync and no round trip to the leader stand between the reply and
-// the local apply.
+// what the leader's next message would make it do. The message is handed to this node's own
+// Raft transport in-process (raft.NetworkTransport.Deliver, in the raft fork), where Raft's loop
+// takes it as it takes messages from the network; no fsync and no round trip to the leader stand
+// between the reply and the local apply.
 //
 // When the reply arrives before the entry itself (this follower was not in the commit's quorum),
 // the relay waits until the local log store holds the entry: relaying earlier would make Raft log
@@ -103,6 +103,7 @@ func (r *relay) next(applied uint64) (index, term uint64, waited bool) {
 // runRelay passes the forwarded commits on to the local Raft until the node stops; it is the
 // relay's only goroutine, so at most one relayed message is in flight.
 func (n *Node) runRelay() {
+	respCh := make(chan raft.RPCResponse, 1)
 	for {
 		select {
 		case <-n.relay.wake:
@@ -131,12 +132,16 @@ func (n *Node) runRelay() {
 			PrevLogTerm:       term,
 			LeaderCommitIndex: index,
 		}
-		var resp raft.AppendEntriesResponse
-		if err := n.trans.AppendEntries(raft.ServerID(n.cfg.ID), n.self, req, &resp); err != nil {
-			n.log.Debug("commit relay failed", "index", index, "err", err)
-			continue
+		if !n.trans.Deliver(raft.RPC{Command: req, RespChan: respCh}, n.stop) {
+			return
 		}
-		if resp.Success {
+		var out raft.RPCResponse
+		select {
+		case out = <-respCh:
+		case <-n.stop:
+			return
+		}
+		if resp, _ := out.Response.(*raft.AppendEntriesResponse); out.Error == nil && resp != nil && resp.Success {
 			n.stats.relayed.Add(1)
 		} else {
 			n.stats.relayRefused.Add(1)
@@ -195,19 +200,6 @@ func (l relayedLogs) DeleteRange(min, max uint64) error {
 func (l relayedLogs) IsMonotonic() bool {
 	m, ok := l.LogStore.(raft.MonotonicLogStore)
 	return ok && m.IsMonotonic()
-}
-
-// selfAddr is the address a node listening on addr can dial its own Raft transport at.
-func selfAddr(addr net.Addr) raft.ServerAddress {
-	a, ok := addr.(*net.TCPAddr)
-	if !ok || !a.IP.IsUnspecified() {
-		return raft.ServerAddress(addr.String())
-	}
-	ip := net.IPv4(127, 0, 0, 1)
-	if a.IP.To4() == nil {
-		ip = net.IPv6loopback
-	}
-	return raft.ServerAddress((&net.TCPAddr{IP: ip, Port: a.Port}).String())
 }
 
 // runAnnouncer sends the leader's commits to the other servers until the node stops; it is the
