@@ -273,7 +273,8 @@ func (n *Node) announceTo(p *peerAnnouncement) {
 		p.sent = index
 		p.mu.Unlock()
 		if cl, err := n.rpcClientFor(p.addr); err == nil {
-			_ = cl.send(n.ctx, rpcCommitted, encodeMsg(&commitMsg{Index: index, Term: term}), func(rpcReply) {})
+			// One-way: a reply would cost each follower a write and the leader a read per commit.
+			_ = cl.send(n.ctx, rpcCommitted, encodeMsg(&commitMsg{Index: index, Term: term}), nil)
 		}
 	}
 }

@@ -1,6 +1,9 @@
 package consensus
 
-import "testing"
+import (
+	"bufio"
+	"testing"
+)
 
 // TestRelayWaitsForTheEntry drives the relay's bookkeeping: a commit is relayed only once the
 // local log holds its entry, a newer commit replaces an older one, and a commit already applied
@@ -34,5 +37,49 @@ func TestRelayWaitsForTheEntry(t *testing.T) {
 	r.storedThrough(8) // the log was cut back (a new leader's entries replaced its tail)
 	if idx, _, waited := r.next(9); idx != 0 || !waited {
 		t.Fatalf("entry 10 no longer stored: next = %d, waited %v; want 0, true", idx, waited)
+	}
+}
+
+// TestAnnouncementWantsNoReply: a commit announcement sent with id 0 (how a leader sends them)
+// gets no reply, and one with an id (how earlier leaders sent them) still does. The first reply
+// on the connection must be to the request that follows the announcement: the server answers an
+// announcement on its reading goroutine, before it even reads the next request.
+func TestAnnouncementWantsNoReply(t *testing.T) {
+	c := newCluster(t, 3, true, nil)
+	c.leader()
+	f := c.followers()[0]
+	conn, err := f.cfg.Network.Dial(t.Context(), f.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.Write([]byte{connRPC}); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(conn)
+	// An index this follower has applied long ago: the relay drops it.
+	note := encodeMsg(&commitMsg{Index: 1, Term: 1})
+	for _, tc := range []struct {
+		id   uint64
+		want uint64 // the id of the first reply
+	}{{0, 9}, {7, 7}} {
+		if err := writeFrame(conn, tc.id, rpcCommitted, note); err != nil {
+			t.Fatal(err)
+		}
+		if err := writeFrame(conn, 9, rpcMembers, nil); err != nil {
+			t.Fatal(err)
+		}
+		id, _, _, err := readFrame(br)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if id != tc.want {
+			t.Fatalf("announcement with id %d: first reply has id %d, want %d", tc.id, id, tc.want)
+		}
+		if tc.id != 0 {
+			if id, _, _, err := readFrame(br); err != nil || id != 9 {
+				t.Fatalf("second reply: id %d, %v; want 9", id, err)
+			}
+		}
 	}
 }

@@ -36,7 +36,7 @@ const (
 	rpcAddVoter                     // memberMsg → nothing
 	rpcRemoveServer                 // memberMsg (ID only) → nothing
 	rpcTransfer                     // nothing → nothing
-	rpcCommitted                    // commitMsg, the leader's announcement (relay.go) → nothing
+	rpcCommitted                    // commitMsg, the leader's announcement (relay.go) → nothing; no reply at all when sent with id 0 (notify)
 	rpcAttach                       // attachReq → attachMsg
 	rpcMembers                      // nothing → membersMsg (the answering peer's configuration)
 )
@@ -245,6 +245,9 @@ func newRPCClient(n *Node, addr string) *rpcClient {
 // send writes one request; done is called once with its reply, or with an error if the
 // connection fails first. done runs on the client's reader goroutine and must not block. An error
 // from send itself (a dialError, or ErrShutdown) means the request never left this node.
+// With a nil done the request goes with id 0, which asks for no reply (only rpcCommitted
+// honours it; a server that predates it replies with id 0, which the reader ignores, as it
+// ignores any id it is not waiting for).
 func (c *rpcClient) send(ctx context.Context, kind byte, payload []byte, done func(rpcReply)) error {
 	c.mu.Lock()
 	if c.mu.closed {
@@ -266,9 +269,12 @@ func (c *rpcClient) send(ctx context.Context, kind byte, payload []byte, done fu
 		}
 		c.mu.conn = conn
 	}
-	c.mu.nextID++
-	id := c.mu.nextID
-	c.mu.pending[id] = done
+	var id uint64 // 0: no reply wanted
+	if done != nil {
+		c.mu.nextID++
+		id = c.mu.nextID
+		c.mu.pending[id] = done
+	}
 	conn := c.mu.conn
 	_ = conn.SetWriteDeadline(time.Now().Add(rpcWriteTimeout))
 	if err := writeFrame(conn, id, kind, payload); err != nil {
@@ -497,7 +503,9 @@ func (n *Node) serveRPC(conn net.Conn) {
 				n.relay.offer(m.Index, m.Term)
 				n.metrics.learnerComms.Inc()
 			}
-			reply(id, statusOK, nil)
+			if id != 0 {
+				reply(id, statusOK, nil)
+			}
 		default:
 			if !n.goTracked(func() {
 				status, out := n.handleRPC(kind, payload)
