@@ -172,18 +172,19 @@ func (w *walStore) Close() error {
 func openWAL(dir string, segmentSize int, hl hclog.Logger) (w *walStore, err error) {
 	var deletes *laterDeletes
 	vfs, stopZeroing := newZeroAheadFS(hl.Named("wal"))
-	// A damaged segment or metadata file can make raft-wal's decoders index out of range.
 	defer func() {
+		// A damaged segment or metadata file can make raft-wal's decoders index out of range.
 		if r := recover(); r != nil {
+			w, err = nil, &DamageError{File: dir, Problem: fmt.Sprintf("the log store failed opening it: %v", r)}
+		}
+		if w == nil { // the store's goroutines stop with the store, or here when there is none
 			if deletes != nil {
 				deletes.close()
 			}
 			stopZeroing()
-			w, err = nil, &DamageError{File: dir, Problem: fmt.Sprintf("the log store failed opening it: %v", r)}
 		}
 	}()
 	if err := os.MkdirAll(dir, 0o750); err != nil {
-		stopZeroing()
 		return nil, fmt.Errorf("consensus: wal dir: %w", err)
 	}
 	meta := &walMetaFile{}
@@ -195,8 +196,6 @@ func openWAL(dir string, segmentSize int, hl hclog.Logger) (w *walStore, err err
 	ww, err := wal.Open(dir, wal.WithLogger(hl.Named("wal")), wal.WithMetaStore(meta), wal.WithSegmentSize(size),
 		wal.WithSegmentFiler(deletes))
 	if err != nil {
-		deletes.close()
-		stopZeroing()
 		meta.Close()
 		var d *DamageError
 		if errors.As(err, &d) || errors.Is(err, os.ErrPermission) {

@@ -84,9 +84,8 @@ type zeroFile struct {
 	os   *os.File // the file the zeroer writes and writes out; nil: never zeroed
 	size int64
 
-	appended bool  // an append has been written: written and frontier are known
 	avg      int64 // the appends' moving average size
-	written  int64 // the end of the furthest append begun
+	written  int64 // the end of the furthest append begun; 0 until the first append
 	frontier int64 // zeros written up to here, from written on
 	busyFrom int64 // the range the zeroer is writing now; empty when busyFrom == busyTo
 	busyTo   int64
@@ -135,19 +134,25 @@ func (f *zeroFile) WriteAt(p []byte, off int64) (int, error) {
 		for off < f.busyTo && f.busyFrom < end {
 			z.cond.Wait()
 		}
-		if !f.appended || end > f.written {
-			f.appended = true
+		if end > f.written {
 			f.written = end
 			f.frontier = max(f.frontier, end)
 		}
 		f.avg += (int64(len(p)) - f.avg) / 8
-		if z.cur != f || f.avg <= zeroMaxAppend && f.frontier-f.written < zeroAhead-zeroChunk {
+		if z.cur != f || f.zeroable() && f.frontier-f.written < zeroAhead-zeroChunk {
 			z.cur = f
 			z.cond.Broadcast()
 		}
 		z.mu.Unlock()
 	}
 	return f.WritableFile.WriteAt(p, off)
+}
+
+// zeroable reports whether the zeroer has anything to do in f at all: f was appended to (so
+// where its entries end is known), its appends are small, and zeros do not reach its end yet.
+// The caller holds the file system's mutex.
+func (f *zeroFile) zeroable() bool {
+	return f.written > 0 && f.avg <= zeroMaxAppend && f.frontier < f.size
 }
 
 // Close stops the zeroer using the file before it is closed.
@@ -175,7 +180,7 @@ func (z *zeroAheadFS) run() {
 		switch {
 		case z.stopped:
 			return
-		case f == nil || !f.appended || f.avg > zeroMaxAppend || f.frontier >= f.size || f.frontier-f.written >= zeroAhead:
+		case f == nil || !f.zeroable() || f.frontier-f.written >= zeroAhead:
 			z.cond.Wait()
 			continue
 		}
