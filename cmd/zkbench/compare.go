@@ -68,6 +68,10 @@ type compareOptions struct {
 	SnapZnodes int     // tree size of the snapshot comparison (0: skip it)
 	SnapCount  int     // snapCount while snapshots are on
 	SnapRate   float64 // offered setData rate of the snapshot runs
+	// DropCaches drops the clean page cache before every run (needs root). Log files of
+	// earlier runs otherwise fill the cache, and reclaiming it is charged to whichever
+	// server writes next.
+	DropCaches bool
 	Command    string
 }
 
@@ -130,6 +134,7 @@ func compareMain(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.StringVar(&mem, "memory", "100000,1000000", "znode counts for the memory and restart measurements (empty: skip)")
 	fs.IntVar(&o.SnapZnodes, "snapshot-znodes", 1000000, "znodes in the tree of the snapshot comparison (0: skip it)")
 	fs.IntVar(&o.SnapCount, "snapshot-count", 10000, "snapCount of the runs with snapshots on")
+	fs.BoolVar(&o.DropCaches, "drop-caches", os.Geteuid() == 0, "drop the clean page cache before every run (root only; default: on when root)")
 	fs.Float64Var(&o.SnapRate, "snapshot-rate", 5000, "offered setData rate (ops/s) of the snapshot runs")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -292,6 +297,13 @@ func compareTopology(ctx context.Context, o compareOptions, cmp *comparison, spe
 				// Whatever the previous run left dirty in the page cache (snapshot files need
 				// not be fsynced) is written back now, not during this run.
 				syscall.Sync()
+				if o.DropCaches {
+					if err := dropCaches(); err != nil {
+						logf("%s: cannot drop the page cache, no longer trying: %v", topo, err)
+						o.DropCaches = false
+						cmp.Options.DropCaches = false
+					}
+				}
 				if !settle(ctx, servers) {
 					logf("%s: the servers did not go idle within %v; running anyway", topo, settleMax)
 				}
@@ -407,6 +419,12 @@ func errOrEmpty(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// dropCaches asks the kernel to drop the clean page cache. It follows a sync, so nothing
+// written is lost; both servers keep their data in memory, so neither reads it back.
+func dropCaches() error {
+	return os.WriteFile("/proc/sys/vm/drop_caches", []byte("1"), 0)
 }
 
 // settleMax bounds settle's wait.

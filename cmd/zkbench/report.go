@@ -363,13 +363,17 @@ func conditions(c *comparison) []string {
 	if c.ZkdReason == "" {
 		zkdLine = fmt.Sprintf("`%s %s`, repository commit %s; fsync on every Raft log append", c.Options.ZkdBin, c.Options.ZkdArgs, commit)
 	}
+	cache := "the page cache is synced"
+	if c.Options.DropCaches {
+		cache = "the page cache is synced and its clean pages dropped (earlier runs' log files would otherwise fill it, and reclaiming them is charged to whichever server writes next)"
+	}
 	return []string{
 		fmt.Sprintf("Machine: %s, %d logical CPUs, %s, Linux %s; load generator and servers share it, all traffic on loopback.", cpu, runtime.NumCPU(), mem, kernel),
 		"Apache ZooKeeper 3.8.0 (Debian package), launched by zkbench (internal/apachezk) as upstream's zkServer.sh does: forceSync=yes (fsync on every write), -Xmx1000m, tickTime 2000, " + java + ".",
 		"zkd: " + zkdLine + ".",
 		fmt.Sprintf("Load: zkbench (cmd/zkbench, a raw-protocol client on the jute package, %s), closed loop, 128-byte values unless stated; for 3 nodes the connections are spread over all servers.", runtime.Version()),
 		fmt.Sprintf("Topologies: standalone, and cluster = 3 nodes on loopback; before the runs each server gets %v of unrecorded mixed load (JIT warm-up).", c.Options.Warmup),
-		fmt.Sprintf("Both servers run at once in each topology; every workload runs %d times per server, alternating which server goes first. Before each run the page cache is synced and the harness waits (up to 10 s) until the servers together use under 15%% of a core, so that a run does not pay for work the previous one left running (a snapshot being written, log compaction, garbage collection).", c.Options.Repeat),
+		fmt.Sprintf("Both servers run at once in each topology; every workload runs %d times per server, alternating which server goes first. Before each run %s, and the harness waits (up to 10 s) until the servers together use under 15%% of a core, so that a run does not pay for work the previous one left running (a snapshot being written, log compaction, garbage collection).", c.Options.Repeat, cache),
 	}
 }
 
