@@ -31,6 +31,7 @@ import (
 	"github.com/zkd-io/zkd/consensus"
 	"github.com/zkd-io/zkd/internal/gcpace"
 	"github.com/zkd-io/zkd/internal/memtrim"
+	"github.com/zkd-io/zkd/internal/procpace"
 	"github.com/zkd-io/zkd/server"
 )
 
@@ -40,7 +41,21 @@ func main() {
 	if _, set := os.LookupEnv("GOGC"); !set {
 		gcpace.Start(gcpace.Headroom)
 	}
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	// Likewise the number of processors, unless the operator chose GOMAXPROCS: one while the
+	// server is far from needing two (internal/procpace).
+	stopPace := func() {}
+	if _, set := os.LookupEnv("GOMAXPROCS"); !set {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			procpace.Run(ctx, procpace.Defaults(), nil)
+		}()
+		stopPace = func() { cancel(); <-done }
+	}
+	code := run(os.Args[1:], os.Stdout, os.Stderr)
+	stopPace()
+	os.Exit(code)
 }
 
 // run is main without the exit, for tests.

@@ -167,3 +167,21 @@ func TestNoPrintInLibraries(t *testing.T) {
 		}
 	}
 }
+
+// TestProcessPolicies keeps the packages that change settings of the whole process (the GC
+// percent, the number of processors, forced collections) out of everything but the zkd binary's
+// main package: a program embedding the server owns its process.
+func TestProcessPolicies(t *testing.T) {
+	policies := []string{module + "/internal/gcpace", module + "/internal/memtrim", module + "/internal/procpace"}
+	for _, dir := range packageDirs(t, ".") {
+		if dir == "cmd/zkd" {
+			continue
+		}
+		prod, _ := imports(t, dir)
+		for _, p := range policies {
+			if files, ok := prod[p]; ok {
+				t.Errorf("%s imports %s (%s); only cmd/zkd may", dir, p, strings.Join(files, ", "))
+			}
+		}
+	}
+}
