@@ -297,10 +297,11 @@ func compareTopology(ctx context.Context, o compareOptions, cmp *comparison, spe
 				// Whatever the previous run left dirty in the page cache (snapshot files need
 				// not be fsynced) is written back now, not during this run.
 				syscall.Sync()
-				if o.DropCaches {
+				// cmp.Options, not o: a failure stops the tries for the rest of the comparison
+				// and the report says the cache was not dropped.
+				if cmp.Options.DropCaches {
 					if err := dropCaches(); err != nil {
 						logf("%s: cannot drop the page cache, no longer trying: %v", topo, err)
-						o.DropCaches = false
 						cmp.Options.DropCaches = false
 					}
 				}

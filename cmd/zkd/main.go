@@ -49,7 +49,7 @@ func main() {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			procpace.Run(ctx, procpace.Defaults(), nil)
+			procpace.Run(ctx, procpace.Defaults())
 		}()
 		stopPace = func() { cancel(); <-done }
 	}

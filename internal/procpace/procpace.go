@@ -58,10 +58,9 @@ type process interface {
 }
 
 // Run paces the process by p until ctx ends, then puts it back on the default number of
-// processors. It calls onChange (if not nil) after each change with the number of processors
-// now in force and the CPU use, in cores, that led to it. It does nothing when the process could
-// not use more than one processor anyway or its CPU time cannot be read.
-func Run(ctx context.Context, p Policy, onChange func(procs int, used float64)) {
+// processors (system_properties' go.maxprocs shows the number in force). It does nothing when
+// the process could not use more than one processor anyway or its CPU time cannot be read.
+func Run(ctx context.Context, p Policy) {
 	proc, ok := selfProcess()
 	if !ok || runtime.GOMAXPROCS(0) < 2 {
 		return
@@ -70,19 +69,17 @@ func Run(ctx context.Context, p Policy, onChange func(procs int, used float64)) 
 	defer t.Stop()
 	pc := newPacer(p, proc, time.Now())
 	defer pc.restore()
-	run(ctx, pc, t.C, onChange)
+	run(ctx, pc, t.C)
 }
 
 // run is Run's loop: it samples on every tick until ctx ends.
-func run(ctx context.Context, pc *pacer, tick <-chan time.Time, onChange func(int, float64)) {
+func run(ctx context.Context, pc *pacer, tick <-chan time.Time) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case now := <-tick:
-			if procs, used, changed := pc.sample(now); changed && onChange != nil {
-				onChange(procs, used)
-			}
+			pc.sample(now)
 		}
 	}
 }

@@ -30,8 +30,8 @@ func (s *scriptedProcess) setOne(one bool) int {
 	return s.procs
 }
 
-// run feeds the pacer one sample every interval for d at rate cores, and returns the samples
-// after which it changed the number of processors (counted from 1 across calls).
+// driver feeds a pacer with the default policy samples of a scriptedProcess, one per interval,
+// counting them from 1.
 type driver struct {
 	t    *testing.T
 	p    Policy
@@ -163,10 +163,9 @@ func TestRunStopsAndRestores(t *testing.T) {
 	tick := make(chan time.Time)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	var got []int
 	go func() {
 		defer close(done)
-		run(ctx, pc, tick, func(procs int, used float64) { got = append(got, procs) })
+		run(ctx, pc, tick)
 	}()
 	for range 30 { // 3 s idle: past DownAfter
 		now = now.Add(p.Interval)
@@ -174,10 +173,10 @@ func TestRunStopsAndRestores(t *testing.T) {
 	}
 	cancel()
 	<-done
-	pc.restore()
-	if len(got) != 1 || got[0] != 1 {
-		t.Fatalf("onChange saw %v, want [1]", got)
+	if len(proc.changes) != 1 || proc.changes[0] != 1 {
+		t.Fatalf("the loop made changes %v, want [1]", proc.changes)
 	}
+	pc.restore()
 	if proc.procs != 2 {
 		t.Fatalf("%d processors after restore, want the default 2", proc.procs)
 	}
