@@ -186,7 +186,7 @@ func (w *watchManager) fire(zxid int64, events []znode.Event) {
 		}
 		for c, m := range w.mu.paths[ev.Path] {
 			if m&match != 0 {
-				targets = appendUnique(targets, c)
+				targets = append(targets, c) // a map's keys: no duplicates yet
 				if m&oneShot != 0 {
 					w.clearLocked(c, ev.Path, oneShot)
 				}

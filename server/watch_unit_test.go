@@ -172,3 +172,30 @@ func TestWatchSlowConsumerClosed(t *testing.T) {
 		t.Fatalf("the reading watcher got %d events; want 20", len(got))
 	}
 }
+
+// BenchmarkWatchFanOut fires one data change at n connections that each watch the node, as a
+// configuration node read by every client of a large deployment is.
+func BenchmarkWatchFanOut(b *testing.B) {
+	for _, n := range []int{64, 4096} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			w := newWatchManager(0)
+			conns := make([]*conn, n)
+			for i := range conns {
+				conns[i] = fakeConn(int64(i+1), 1<<30)
+			}
+			events := []znode.Event{ev(jute.EventNodeDataChanged, "/cfg")}
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				b.StopTimer()
+				for _, c := range conns {
+					w.add(c, "/cfg", watchData)
+					c.out.mu.Lock()
+					c.out.mu.buf = c.out.mu.buf[:0]
+					c.out.mu.Unlock()
+				}
+				b.StartTimer()
+				w.fire(int64(i+1), events)
+			}
+		})
+	}
+}
