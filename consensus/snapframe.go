@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"runtime"
 
 	"github.com/zkd-io/zkd/znode"
 )
@@ -80,14 +81,28 @@ func snapshotBody(br *bufio.Reader) (io.Reader, error) {
 	return nil, fmt.Errorf("zkd snapshot format version %d is not known to this build", hdr[4])
 }
 
+// snapYieldBytes is how much of a snapshot is written between two yields of the processor.
+const snapYieldBytes = 64 << 10
+
 // frameWriter cuts what is written into checksummed chunks.
+//
+// Writing a snapshot is a long run of work that never blocks (the tree is in memory, the file
+// writes land in the page cache), and Go only preempts a goroutine after 10ms on its processor.
+// With one processor (cmd/zkd runs on one while the server is lightly loaded) every request
+// that became ready meanwhile waited for that preemption. So the writer yields the processor
+// every snapYieldBytes: a request waits at most the time it takes to serialize that much.
 type frameWriter struct {
-	w   io.Writer
-	buf []byte // 4 bytes of room for the length, then the chunk's bytes
+	w       io.Writer
+	buf     []byte // 4 bytes of room for the length, then the chunk's bytes
+	unyield int    // bytes taken since the last yield
 }
 
 func (f *frameWriter) Write(p []byte) (int, error) {
 	n := len(p)
+	if f.unyield += n; f.unyield >= snapYieldBytes {
+		f.unyield = 0
+		runtime.Gosched()
+	}
 	for len(p) > 0 {
 		k := min(len(p), 4+snapFrameSize-len(f.buf))
 		f.buf = append(f.buf, p[:k]...)
