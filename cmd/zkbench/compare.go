@@ -86,6 +86,9 @@ type runRecord struct {
 	// ServerCPU is the CPU time (user and system) every server process of the topology used
 	// during the run, in seconds; zero when it could not be read.
 	ServerCPU float64 `json:"server_cpu_s,omitempty"`
+	// LoadCPU is the CPU time (user and system) this process, the load generator, used during
+	// the run, in seconds; zero when it could not be read.
+	LoadCPU float64 `json:"load_cpu_s,omitempty"`
 }
 
 // memRecord is one memory, startup and recovery measurement.
@@ -309,17 +312,21 @@ func compareTopology(ctx context.Context, o compareOptions, cmp *comparison, spe
 					logf("%s: the servers did not go idle within %v; running anyway", topo, settleMax)
 				}
 				cpu0, cpuErr := servers[kind].cpuSeconds()
+				load0, loadErr := selfCPUSeconds()
 				res, err := run(ctx, cfg, nil)
 				rec := runRecord{Topology: topo, Bench: spec.Name, Server: kind, Repeat: rep, Result: res}
 				if cpu1, err1 := servers[kind].cpuSeconds(); cpuErr == nil && err1 == nil {
 					rec.ServerCPU = cpu1 - cpu0
 				}
+				if load1, err1 := selfCPUSeconds(); loadErr == nil && err1 == nil {
+					rec.LoadCPU = load1 - load0
+				}
 				if err != nil {
 					rec.Err = err.Error()
 				}
 				cmp.Runs = append(cmp.Runs, rec)
-				logf("%s rep %d %-28s %-9s %9.0f/s p50 %7.0fus p99 %8.0fus cpu %.1fs errors %d %s",
-					topo, rep+1, spec.Name, kind, res.Throughput, res.Latency.P50, res.Latency.P99, rec.ServerCPU, res.Errors, rec.Err)
+				logf("%s rep %d %-28s %-9s %9.0f/s p50 %7.0fus p99 %8.0fus cpu %.1fs load cpu %.1fs errors %d %s",
+					topo, rep+1, spec.Name, kind, res.Throughput, res.Latency.P50, res.Latency.P99, rec.ServerCPU, rec.LoadCPU, res.Errors, rec.Err)
 			}
 		}
 	}

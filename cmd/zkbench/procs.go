@@ -229,6 +229,15 @@ func (s *server) waitReady(ctx context.Context, timeout time.Duration) error {
 // cpuSeconds returns the CPU time (user and system) the topology's server processes have used
 // so far, summed over its nodes, from /proc/PID/stat (Linux; its clock ticks are USER_HZ, 100 a
 // second on every Linux this runs on).
+// selfCPUSeconds returns the CPU time (user and system, all threads) this process has used.
+func selfCPUSeconds() (float64, error) {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0, err
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds(), nil
+}
+
 func (s *server) cpuSeconds() (float64, error) {
 	var total float64
 	for i := range s.nodeCount() {

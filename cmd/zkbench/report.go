@@ -21,6 +21,9 @@ type aggregate struct {
 	kinds                         map[string]int64 // errors by kind, over all runs
 	// cpuPerK is the servers' CPU seconds per 1,000 operations (median); zero when unknown.
 	cpuPerK float64
+	// loadPerK is the load generator's CPU seconds per 1,000 operations (median); zero when
+	// unknown.
+	loadPerK float64
 }
 
 func median(v []float64) float64 {
@@ -38,7 +41,7 @@ func median(v []float64) float64 {
 // aggregateRuns returns the medians of the successful runs matching topology, bench and server.
 func aggregateRuns(runs []runRecord, topo, bench, kind string) (aggregate, bool) {
 	var a aggregate
-	var tp, p50, p90, p99, p999, mx, cpu []float64
+	var tp, p50, p90, p99, p999, mx, cpu, load []float64
 	for _, r := range runs {
 		if r.Topology != topo || r.Bench != bench || r.Server != kind {
 			continue
@@ -51,6 +54,9 @@ func aggregateRuns(runs []runRecord, topo, bench, kind string) (aggregate, bool)
 		tp = append(tp, r.Result.Throughput)
 		if r.ServerCPU > 0 {
 			cpu = append(cpu, r.ServerCPU/float64(r.Result.Ops)*1000)
+		}
+		if r.LoadCPU > 0 {
+			load = append(load, r.LoadCPU/float64(r.Result.Ops)*1000)
 		}
 		p50, p90, p99 = append(p50, l.P50), append(p90, l.P90), append(p99, l.P99)
 		p999, mx = append(p999, l.P999), append(mx, l.Max)
@@ -68,7 +74,7 @@ func aggregateRuns(runs []runRecord, topo, bench, kind string) (aggregate, bool)
 		return a, a.failed > 0
 	}
 	a.tput, a.p50, a.p90, a.p99, a.p999, a.mx = median(tp), median(p50), median(p90), median(p99), median(p999), median(mx)
-	a.cpuPerK = median(cpu)
+	a.cpuPerK, a.loadPerK = median(cpu), median(load)
 	return a, true
 }
 
@@ -171,7 +177,7 @@ func renderReport(c *comparison) string {
 
 	if len(c.Runs) > 0 {
 		p("## Throughput and latency\n\n")
-		p("Medians of %d runs of %v each; latencies in milliseconds. The ratio row is zkd/ZooKeeper: above 1 is better for throughput, below 1 is better for latency.\n\n",
+		p("Medians of %d runs of %v each; latencies in milliseconds. The ratio row is zkd/ZooKeeper: above 1 is better for throughput, below 1 is better for latency. Server CPU is the user and system time of the topology's server processes during the run; load CPU is zkbench's own (its clients, on the same processors as the servers): no server can go faster than the processors the load generator leaves it.\n\n",
 			c.Options.Repeat, c.Options.Duration)
 		for _, spec := range c.Specs {
 			var header bool
@@ -188,16 +194,16 @@ func renderReport(c *comparison) string {
 						u = zd
 					}
 					p("### %s\n\n%s per op; %d clients over %d connections.\n\n", spec, u.unit, u.clients, u.conns)
-					p("| topology | server | ops/s | p50 | p90 | p99 | p99.9 | max | server CPU s per 1k ops | errors | failed runs |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+					p("| topology | server | ops/s | p50 | p90 | p99 | p99.9 | max | server CPU s per 1k ops | load CPU s per 1k ops | errors | failed runs |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 					header = true
 				}
 				row := func(name string, a aggregate) {
 					if a.n == 0 {
-						p("| %s | %s | – | – | – | – | – | – | – | – | %d |\n", topo, name, a.failed)
+						p("| %s | %s | – | – | – | – | – | – | – | – | – | %d |\n", topo, name, a.failed)
 						return
 					}
-					p("| %s | %s | %.0f | %s | %s | %s | %s | %s | %s | %d | %d |\n", topo, name, a.tput,
-						ms(a.p50), ms(a.p90), ms(a.p99), ms(a.p999), ms(a.mx), cpuPerK(a.cpuPerK), a.errors, a.failed)
+					p("| %s | %s | %.0f | %s | %s | %s | %s | %s | %s | %s | %d | %d |\n", topo, name, a.tput,
+						ms(a.p50), ms(a.p90), ms(a.p99), ms(a.p999), ms(a.mx), cpuPerK(a.cpuPerK), cpuPerK(a.loadPerK), a.errors, a.failed)
 				}
 				row(kindZooKeeper, zk)
 				for _, a := range []struct {
@@ -211,9 +217,9 @@ func renderReport(c *comparison) string {
 				if c.ZkdReason == "" || okZd {
 					row(kindZkd, zd)
 					if zk.n > 0 && zd.n > 0 {
-						p("| %s | zkd/ZooKeeper | %s | %s | %s | %s | %s | %s | %s | | |\n", topo, ratio(zd.tput, zk.tput),
+						p("| %s | zkd/ZooKeeper | %s | %s | %s | %s | %s | %s | %s | %s | | |\n", topo, ratio(zd.tput, zk.tput),
 							ratio(zd.p50, zk.p50), ratio(zd.p90, zk.p90), ratio(zd.p99, zk.p99), ratio(zd.p999, zk.p999), ratio(zd.mx, zk.mx),
-							ratio(zd.cpuPerK, zk.cpuPerK))
+							ratio(zd.cpuPerK, zk.cpuPerK), ratio(zd.loadPerK, zk.loadPerK))
 					}
 				}
 			}
