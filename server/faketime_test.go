@@ -125,3 +125,44 @@ func TestSilentSessionExpiresOnTime(t *testing.T) {
 		}
 	})
 }
+
+// A client that never pauses keeps its session and its connection however its requests come: the
+// server touches a session at most once a millisecond, and renews a connection's read deadline
+// only when it has to read from the socket, not for a request the client pipelined. Here bursts of
+// three pipelined requests come 0.7ms apart, so both savings are taken, for four times the
+// session's timeout. Once the client falls silent, the connection ends after the timeout.
+func TestBusySessionStaysAlive(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ln := startFake(t, func(c *server.Config) { c.TickTime = 100 * time.Millisecond })
+		cl := ln.dial(t)
+		if err := cl.NewSession(400); err != nil {
+			t.Fatal(err)
+		}
+		if cl.Session.TimeOut != 400 {
+			t.Fatalf("negotiated %dms; want 400", cl.Session.TimeOut)
+		}
+		mustCreate(t, cl, "/e", openACL, jute.ModeEphemeral)
+		for end := time.Now().Add(1600 * time.Millisecond); time.Now().Before(end); {
+			time.Sleep(700 * time.Microsecond)
+			var burst []byte
+			for range 3 {
+				burst = append(burst, conformance.EncodeRequest(cl.NextXid(), jute.OpExists, &jute.ExistsRequest{Path: "/e"})...)
+			}
+			if err := cl.WriteBytes(burst); err != nil {
+				t.Fatalf("at %v: %v", time.Now(), err)
+			}
+			for range 3 {
+				if rep, err := cl.ReadReply(); err != nil || rep.Header.Err != jute.CodeOK {
+					t.Fatalf("at %v: %+v, %v", time.Now(), rep.Header, err)
+				}
+			}
+		}
+		silentSince := time.Now()
+		if err := cl.ExpectClosed(time.Second); err != nil {
+			t.Fatalf("the silent client's connection: %v; want closed", err)
+		}
+		if after := time.Since(silentSince); after < 390*time.Millisecond || after > 600*time.Millisecond {
+			t.Fatalf("the connection ended %v after its client fell silent; want its 400ms timeout, within two ticks", after)
+		}
+	})
+}
