@@ -54,6 +54,9 @@ type conn struct {
 	touched  [1]int64 // the reader's argument to Consensus.Touch
 	// touchedAt is when the reader last touched the session (the arrival of that request).
 	touchedAt time.Time
+	// eventZxid is the zxid of the newest watch event queued on the connection: its reads wait
+	// for a view at least that new (Server.awaitView).
+	eventZxid atomic.Int64
 	// saslEx is the connection's SASL exchange once the client sent a sasl request; only the
 	// reader touches it.
 	saslEx sasl.Exchange
@@ -441,4 +444,14 @@ func (c *conn) handshake(ctx context.Context, req *jute.ConnectRequest) (bool, e
 	c.s.m.packetsSent.Inc()
 	c.log.Debug("session established", "timeout", timeout)
 	return true, nil
+}
+
+// noteEvent records that a watch event of the transaction at zxid was queued on c.
+func (c *conn) noteEvent(zxid int64) {
+	for {
+		cur := c.eventZxid.Load()
+		if cur >= zxid || c.eventZxid.CompareAndSwap(cur, zxid) {
+			return
+		}
+	}
 }

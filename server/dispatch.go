@@ -152,6 +152,9 @@ func indexByte(s string, b byte) int {
 // watch cannot miss a change.
 func (c *conn) read(hdr jute.RequestHeader, body jute.Record, auth []jute.Id) {
 	s := c.s
+	if z := c.eventZxid.Load(); s.view().Zxid() < z && s.awaitView(z, c.stopped) == nil {
+		return // the connection ended while the read waited
+	}
 	for {
 		v := s.view()
 		resp, err := v.Read(c.session(), auth, hdr.Type, body)

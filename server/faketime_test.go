@@ -59,6 +59,13 @@ func (pipeAddr) String() string  { return "pipe" }
 // startFake starts a server without Raft on a pipe listener, in the calling synctest bubble.
 func startFake(t *testing.T, tweak func(*server.Config)) *pipeListener {
 	t.Helper()
+	ln, _ := startFakeServer(t, tweak)
+	return ln
+}
+
+// startFakeServer is startFake, also returning the server.
+func startFakeServer(t *testing.T, tweak func(*server.Config)) (*pipeListener, *server.Server) {
+	t.Helper()
 	ln := newPipeListener()
 	cfg := server.Config{Listener: ln, WithoutRaft: true, TickTime: 2 * time.Second, MaxSessionTimeout: time.Minute}
 	if tweak != nil {
@@ -73,7 +80,7 @@ func startFake(t *testing.T, tweak func(*server.Config)) *pipeListener {
 		defer cancel()
 		_ = s.Shutdown(ctx)
 	})
-	return ln
+	return ln, s
 }
 
 // A session lives as long as its client pings, and once the client falls silent it ends after its
@@ -163,6 +170,59 @@ func TestBusySessionStaysAlive(t *testing.T) {
 		}
 		if after := time.Since(silentSince); after < 390*time.Millisecond || after > 600*time.Millisecond {
 			t.Fatalf("the connection ended %v after its client fell silent; want its 400ms timeout, within two ticks", after)
+		}
+	})
+}
+
+// A read sent after a watch event sees the change the event is about, even when the event reached
+// the client before the server published the view with the change (the apply hook queues events,
+// then publishes; a connection's writer may send them in between). The hook is held between the
+// two until the client has the event and has sent its read; the read must wait for the view.
+func TestReadAfterEventSeesTheChange(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ln, s := startFakeServer(t, nil)
+		watcher, writer := ln.dial(t), ln.dial(t)
+		for _, c := range []*conformance.Raw{watcher, writer} {
+			if err := c.NewSession(30000); err != nil {
+				t.Fatal(err)
+			}
+		}
+		mustCreate(t, writer, "/n", openACL, jute.ModePersistent)
+		if _, err := watcher.Do(jute.OpGetData, &jute.GetDataRequest{Path: "/n", Watch: true}, &jute.GetDataResponse{}); err != nil {
+			t.Fatal(err)
+		}
+		held, release := make(chan struct{}), make(chan struct{})
+		var once sync.Once
+		server.SetAfterFire(s, func(int64) {
+			once.Do(func() {
+				close(held)
+				<-release
+			})
+		})
+		if err := writer.Send(writer.NextXid(), jute.OpSetData, &jute.SetDataRequest{Path: "/n", Data: []byte("new"), Version: -1}); err != nil {
+			t.Fatal(err)
+		}
+		<-held
+		ev, _, err := watcher.WaitEvent()
+		if err != nil || ev.Type != jute.EventNodeDataChanged {
+			t.Fatalf("event %+v, %v; want NodeDataChanged", ev, err)
+		}
+		xid := watcher.NextXid()
+		if err := watcher.Send(xid, jute.OpGetData, &jute.GetDataRequest{Path: "/n"}); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait() // the server has read the request and answered it, or is waiting to
+		close(release)
+		rep, err := watcher.ReadReplyFor(xid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got jute.GetDataResponse
+		if err := rep.Decode(&got); err != nil {
+			t.Fatal(err)
+		}
+		if string(got.Data) != "new" {
+			t.Fatalf("getData after the event read %q; want the changed data %q", got.Data, "new")
 		}
 	})
 }

@@ -34,6 +34,15 @@ type Server struct {
 	watches  *watchManager
 	// published is the newest view whose watch events have all been queued; reads use it.
 	published atomic.Pointer[znode.View]
+	// viewWait wakes the reads waiting for a view to be published (awaitView).
+	viewWait struct {
+		waiting atomic.Bool // someone holds ch
+		mu      sync.Mutex
+		ch      chan struct{} // closed by the next publish; nil while no one waits
+	}
+	// afterFire, if set (tests only), runs in the apply hook between queueing a transaction's
+	// watch events and publishing its view.
+	afterFire atomic.Pointer[func(zxid int64)]
 	// notServingSince is when the server stopped serving (unix ns), 0 while it serves.
 	notServingSince atomic.Int64
 	started         time.Time
@@ -237,7 +246,52 @@ func (s *Server) publish(v *znode.View) {
 			return
 		}
 		if s.published.CompareAndSwap(cur, v) {
+			s.wakeViewWaiters()
 			return
+		}
+	}
+}
+
+// wakeViewWaiters wakes the reads waiting in awaitView, if any, to look at the view again.
+func (s *Server) wakeViewWaiters() {
+	if !s.viewWait.waiting.Load() {
+		return
+	}
+	s.viewWait.mu.Lock()
+	if s.viewWait.ch != nil {
+		close(s.viewWait.ch)
+		s.viewWait.ch = nil
+	}
+	s.viewWait.waiting.Store(false)
+	s.viewWait.mu.Unlock()
+}
+
+// awaitView waits until the published view is at zxid or later, and returns it; it returns nil if
+// stop is closed first. The apply hook queues a transaction's watch events before it publishes the
+// view that holds it, so a connection's writer may send an event before that view is out: a read
+// the client sends after the event waits here for it, as ZooKeeper's reads see the change of any
+// event sent before them.
+func (s *Server) awaitView(zxid int64, stop <-chan struct{}) *znode.View {
+	for {
+		if v := s.view(); v.Zxid() >= zxid {
+			return v
+		}
+		s.viewWait.mu.Lock()
+		if s.viewWait.ch == nil {
+			s.viewWait.ch = make(chan struct{})
+		}
+		ch := s.viewWait.ch
+		s.viewWait.waiting.Store(true)
+		s.viewWait.mu.Unlock()
+		// A publish between the look above and the flag being set has not seen the flag: look
+		// again before waiting.
+		if v := s.view(); v.Zxid() >= zxid {
+			return v
+		}
+		select {
+		case <-ch:
+		case <-stop:
+			return nil
 		}
 	}
 }
@@ -248,6 +302,9 @@ func (s *Server) publish(v *znode.View) {
 func (s *Server) onApply(zxid int64, r *znode.Result, v *znode.View) {
 	if len(r.Events) > 0 {
 		s.watches.fire(zxid, r.Events)
+		if f := s.afterFire.Load(); f != nil {
+			(*f)(zxid)
+		}
 	} else {
 		s.watches.advance(zxid)
 	}
@@ -280,6 +337,7 @@ func (s *Server) sessionsClosed(ids []int64) {
 func (s *Server) onRestore(v *znode.View) {
 	s.watches.advance(v.Zxid())
 	s.published.Store(v)
+	s.wakeViewWaiters()
 	s.dropClients("state restored from a snapshot")
 }
 

@@ -216,7 +216,9 @@ func (w *watchManager) fire(zxid int64, events []znode.Event) {
 				}
 				if !c.out.pushFrame(&hdr, &we) {
 					c.abort(errSlowConsumer)
+					continue
 				}
+				c.noteEvent(zxid)
 			}
 		}
 		clear(targets)
