@@ -57,6 +57,9 @@ type conn struct {
 	// eventZxid is the zxid of the newest watch event queued on the connection: its reads wait
 	// for a view at least that new (Server.awaitView).
 	eventZxid atomic.Int64
+	// fireMark is the watch manager's: the last event that made c a target (watchManager.fire,
+	// under its lock).
+	fireMark uint64
 	// saslEx is the connection's SASL exchange once the client sent a sasl request; only the
 	// reader touches it.
 	saslEx sasl.Exchange

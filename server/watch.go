@@ -35,6 +35,7 @@ type watchManager struct {
 		recursive int   // recursive registrations, so the ancestor walk is skipped when none
 		applied   int64 // zxid of the last transaction whose events were queued
 		targets   []*conn
+		mark      uint64 // counts fire's events; a connection already a target of one has it in fireMark
 	}
 	// fired, when set, is told how many connections each triggering event notified.
 	fired func(typ jute.EventType, conns int)
@@ -184,8 +185,11 @@ func (w *watchManager) fire(zxid int64, events []znode.Event) {
 		default:
 			continue
 		}
+		w.mu.mark++
+		mark := w.mu.mark
 		for c, m := range w.mu.paths[ev.Path] {
 			if m&match != 0 {
+				c.fireMark = mark
 				targets = append(targets, c) // a map's keys: no duplicates yet
 				if m&oneShot != 0 {
 					w.clearLocked(c, ev.Path, oneShot)
@@ -195,8 +199,9 @@ func (w *watchManager) fire(zxid int64, events []znode.Event) {
 		if w.mu.recursive > 0 && ev.Type != jute.EventNodeChildrenChanged {
 			for p := ev.Path; ; p = parentPath(p) {
 				for c, m := range w.mu.paths[p] {
-					if m&watchRecursive != 0 {
-						targets = appendUnique(targets, c)
+					if m&watchRecursive != 0 && c.fireMark != mark {
+						c.fireMark = mark
+						targets = append(targets, c)
 					}
 				}
 				if p == "/" || p == "" {
@@ -231,15 +236,6 @@ func (w *watchManager) advance(zxid int64) {
 	w.mu.Lock()
 	w.mu.applied = max(w.mu.applied, zxid)
 	w.mu.Unlock()
-}
-
-func appendUnique(s []*conn, c *conn) []*conn {
-	for _, x := range s {
-		if x == c {
-			return s
-		}
-	}
-	return append(s, c)
 }
 
 // parentPath returns the parent of an absolute path ("/" for a top-level node and for "/").

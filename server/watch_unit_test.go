@@ -113,6 +113,14 @@ func TestWatchPersistentAndRecursive(t *testing.T) {
 	if got := queued(t, r); len(got) != 0 {
 		t.Fatalf("removed recursive watch fired %v", got)
 	}
+	// Recursive watches on two ancestors: still one event, for each of two changes in a row.
+	q := fakeConn(3, 1<<20)
+	w.add(q, "/", watchRecursive)
+	w.add(q, "/a", watchRecursive)
+	w.fire(22, []znode.Event{ev(jute.EventNodeDataChanged, "/a/x"), ev(jute.EventNodeDeleted, "/a/x")})
+	if got := queued(t, q); !slices.Equal(got, []string{"NodeDataChanged /a/x@22", "NodeDeleted /a/x@22"}) {
+		t.Fatalf("recursive watches on / and /a fired %v; want one event per change", got)
+	}
 }
 
 // A connection without READ on the node does not get its event; the watch is used up anyway,
@@ -189,6 +197,35 @@ func BenchmarkWatchFanOut(b *testing.B) {
 				b.StopTimer()
 				for _, c := range conns {
 					w.add(c, "/cfg", watchData)
+					c.out.mu.Lock()
+					c.out.mu.buf = c.out.mu.buf[:0]
+					c.out.mu.Unlock()
+				}
+				b.StartTimer()
+				w.fire(int64(i+1), events)
+			}
+		})
+	}
+}
+
+// BenchmarkWatchFanOutRecursive fires one change under a tree that n connections watch with
+// persistent recursive watches on its root and on the changed node's parent, as caches of the
+// same tree (Curator's CuratorCache) do.
+func BenchmarkWatchFanOutRecursive(b *testing.B) {
+	for _, n := range []int{64, 4096} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			w := newWatchManager(0)
+			conns := make([]*conn, n)
+			for i := range conns {
+				conns[i] = fakeConn(int64(i+1), 1<<30)
+				w.add(conns[i], "/", watchRecursive)
+				w.add(conns[i], "/app", watchRecursive)
+			}
+			events := []znode.Event{ev(jute.EventNodeDataChanged, "/app/cfg")}
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				b.StopTimer()
+				for _, c := range conns {
 					c.out.mu.Lock()
 					c.out.mu.buf = c.out.mu.buf[:0]
 					c.out.mu.Unlock()
