@@ -55,7 +55,8 @@ type conn struct {
 	// touchedAt is when the reader last touched the session (the arrival of that request).
 	touchedAt time.Time
 	// eventZxid is the zxid of the newest watch event queued on the connection: its reads wait
-	// for a view at least that new (Server.awaitView).
+	// for a view at least that new (Server.awaitView). Written by watchManager.fire, under its
+	// lock; read without it.
 	eventZxid atomic.Int64
 	// fireMark is the watch manager's: the last event that made c a target (watchManager.fire,
 	// under its lock).
@@ -447,14 +448,4 @@ func (c *conn) handshake(ctx context.Context, req *jute.ConnectRequest) (bool, e
 	c.s.m.packetsSent.Inc()
 	c.log.Debug("session established", "timeout", timeout)
 	return true, nil
-}
-
-// noteEvent records that a watch event of the transaction at zxid was queued on c.
-func (c *conn) noteEvent(zxid int64) {
-	for {
-		cur := c.eventZxid.Load()
-		if cur >= zxid || c.eventZxid.CompareAndSwap(cur, zxid) {
-			return
-		}
-	}
 }

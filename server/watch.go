@@ -223,7 +223,9 @@ func (w *watchManager) fire(zxid int64, events []znode.Event) {
 					c.abort(errSlowConsumer)
 					continue
 				}
-				c.noteEvent(zxid)
+				if c.eventZxid.Load() < zxid {
+					c.eventZxid.Store(zxid)
+				}
 			}
 		}
 		clear(targets)
