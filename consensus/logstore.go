@@ -192,7 +192,7 @@ func openWAL(dir string, segmentSize int, hl hclog.Logger) (w *walStore, err err
 	if segmentSize > 0 {
 		size = segmentSize
 	}
-	deletes = newLaterDeletes(segment.NewFiler(dir, vfs), hl.Named("wal"))
+	deletes = newLaterDeletes(segment.NewFiler(dir, vfs), dir, hl.Named("wal"))
 	ww, err := wal.Open(dir, wal.WithLogger(hl.Named("wal")), wal.WithMetaStore(meta), wal.WithSegmentSize(size),
 		wal.WithSegmentFiler(deletes))
 	if err != nil {

@@ -340,13 +340,16 @@ func (n *Node) followerStats(last uint64) []FollowerStats {
 }
 
 // diskUsage returns the bytes of the Raft log (everything under Dir/raft but the snapshots) and
-// of the snapshots; zero for in-memory stores.
+// of the snapshots, counting those being deleted; zero for in-memory stores.
 func (n *Node) diskUsage() (logBytes, snapshotBytes int64) {
 	if n.cfg.Dir == "" {
 		return 0, 0
 	}
 	dir := filepath.Join(n.cfg.Dir, "raft")
-	snaps := filepath.Join(dir, "snapshots")
+	under := func(p, name string) bool {
+		rel, err := filepath.Rel(filepath.Join(dir, name), p)
+		return err == nil && filepath.IsLocal(rel)
+	}
 	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return nil
@@ -355,7 +358,7 @@ func (n *Node) diskUsage() (logBytes, snapshotBytes int64) {
 		if err != nil {
 			return nil
 		}
-		if rel, err := filepath.Rel(snaps, p); err == nil && filepath.IsLocal(rel) {
+		if under(p, snapshotsDirName) || under(p, reapDirName) { // the latter being deleted (reap.go)
 			snapshotBytes += fi.Size()
 		} else {
 			logBytes += fi.Size()

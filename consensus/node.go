@@ -283,11 +283,12 @@ func (n *Node) open() error {
 		n.store = storeCloser{store: store, lock: lock}
 		stable = store
 		n.fsm.snapDir = dir
-		fss, err := raft.NewFileSnapshotStoreWithLogger(dir, cfg.SnapshotRetain, hl.Named("snapshots"))
+		fss, err := raft.NewFileSnapshotStoreWithLogger(dir, retainAllSnapshots, hl.Named("snapshots"))
 		if err != nil {
 			return fmt.Errorf("consensus: snapshot store: %w", err)
 		}
-		snaps = checkedSnapshots{FileSnapshotStore: fss, root: filepath.Join(dir, snapshotsDirName)}
+		snaps = checkedSnapshots{FileSnapshotStore: fss, root: filepath.Join(dir, snapshotsDirName),
+			reaper: &snapshotReaper{store: fss, dir: dir, retain: cfg.SnapshotRetain, log: n.log}}
 		// Nothing reaches Raft before every entry and the newest snapshot verify.
 		if err := checkState(dir, store, fss, false); err != nil {
 			return err

@@ -1,9 +1,11 @@
 package consensus
 
 import (
+	"path/filepath"
 	"sync"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft-wal/segment"
 	"github.com/hashicorp/raft-wal/types"
 )
 
@@ -20,6 +22,7 @@ import (
 // happens when a crash comes between the two today).
 type laterDeletes struct {
 	types.SegmentFiler
+	dir string // where the segment files are; "" (tests): delete them without shrinking first
 	log hclog.Logger
 
 	mu     sync.Mutex
@@ -34,8 +37,8 @@ type segmentRef struct{ base, id uint64 }
 // does.
 const maxQueuedDeletes = 1024
 
-func newLaterDeletes(inner types.SegmentFiler, log hclog.Logger) *laterDeletes {
-	d := &laterDeletes{SegmentFiler: inner, log: log, queue: make(chan segmentRef, maxQueuedDeletes), done: make(chan struct{})}
+func newLaterDeletes(inner types.SegmentFiler, dir string, log hclog.Logger) *laterDeletes {
+	d := &laterDeletes{SegmentFiler: inner, dir: dir, log: log, queue: make(chan segmentRef, maxQueuedDeletes), done: make(chan struct{})}
 	go d.run()
 	return d
 }
@@ -58,6 +61,11 @@ func (d *laterDeletes) Delete(base, id uint64) error {
 func (d *laterDeletes) run() {
 	defer close(d.done)
 	for s := range d.queue {
+		if d.dir != "" {
+			// Empty it gently first (see shrinkGently): a 64 MiB segment unlinked at once stalls
+			// the appends' fsyncs like a snapshot does.
+			_ = shrinkGently(filepath.Join(d.dir, segment.FileName(types.SegmentInfo{BaseIndex: s.base, ID: s.id})), nil)
+		}
 		if err := d.SegmentFiler.Delete(s.base, s.id); err != nil {
 			// As raft-wal does: not fatal, the file is left behind (and deleted at the next open).
 			d.log.Error("failed to delete an old log segment", "baseIndex", s.base, "id", s.id, "err", err)

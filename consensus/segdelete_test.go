@@ -1,7 +1,9 @@
 package consensus
 
 import (
+	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -9,6 +11,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+	"github.com/hashicorp/raft-wal/segment"
 	"github.com/hashicorp/raft-wal/types"
 )
 
@@ -39,7 +42,7 @@ func (g *gatedFiler) deleted() []uint64 {
 func TestLaterDeletes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		inner := &gatedFiler{gate: make(chan struct{})}
-		d := newLaterDeletes(inner, hclog.NewNullLogger())
+		d := newLaterDeletes(inner, "", hclog.NewNullLogger())
 		var returned atomic.Int32
 		go func() {
 			for id := uint64(1); id <= 3; id++ {
@@ -109,5 +112,40 @@ func TestCompactionDeletesSegments(t *testing.T) {
 	var l raft.Log
 	if err := w.GetLog(200, &l); err != nil || len(l.Data) != len(data) {
 		t.Fatalf("reading the last entry after reopening: %v", err)
+	}
+}
+
+// sizeAtDelete is a segment filer that records how large each segment file is when it is asked
+// to delete it.
+type sizeAtDelete struct {
+	types.SegmentFiler
+	dir   string
+	sizes []int64
+}
+
+func (s *sizeAtDelete) Delete(base, id uint64) error {
+	fi, err := os.Stat(filepath.Join(s.dir, segment.FileName(types.SegmentInfo{BaseIndex: base, ID: id})))
+	if err != nil {
+		return err
+	}
+	s.sizes = append(s.sizes, fi.Size())
+	return nil
+}
+
+// A queued segment is emptied (gently, see shrinkGently) before it is deleted.
+func TestLaterDeletesShrinkFirst(t *testing.T) {
+	dir := t.TempDir()
+	name := filepath.Join(dir, segment.FileName(types.SegmentInfo{BaseIndex: 100, ID: 7}))
+	if err := os.WriteFile(name, make([]byte, removeChunk+1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	inner := &sizeAtDelete{dir: dir}
+	d := newLaterDeletes(inner, dir, hclog.NewNullLogger())
+	if err := d.Delete(100, 7); err != nil {
+		t.Fatal(err)
+	}
+	d.close()
+	if !slices.Equal(inner.sizes, []int64{0}) {
+		t.Fatalf("segment sizes when deleted = %v; want [0]", inner.sizes)
 	}
 }

@@ -165,7 +165,8 @@ func metaSum(meta []byte) string {
 // complete snapshot into place.
 type checkedSnapshots struct {
 	*raft.FileSnapshotStore
-	root string // dir/snapshots
+	root   string          // dir/snapshots
+	reaper *snapshotReaper // deletes the snapshots past the retention once a new one is in place; nil: raft's reaping
 }
 
 // Create implements raft.SnapshotStore.
@@ -175,17 +176,28 @@ func (s checkedSnapshots) Create(version raft.SnapshotVersion, index, term uint6
 	if err != nil {
 		return nil, err
 	}
-	return &summingSink{SnapshotSink: sink, root: s.root}, nil
+	return &summingSink{SnapshotSink: sink, root: s.root, reaper: s.reaper}, nil
 }
 
 type summingSink struct {
 	raft.SnapshotSink
-	root string
+	root   string
+	reaper *snapshotReaper
+	closed bool  // raft closes a sink again after Persist did
+	err    error // what the first Close returned
 }
 
-// Close completes the snapshot, then records the checksum of its metadata. A crash between the
-// two leaves a snapshot without meta.sum, which is checked by its content instead.
+// Close completes the snapshot, then records the checksum of its metadata, then deletes the
+// snapshots past the retention. A crash between the first two leaves a snapshot without meta.sum,
+// which is checked by its content instead.
 func (k *summingSink) Close() error {
+	if !k.closed {
+		k.closed, k.err = true, k.close()
+	}
+	return k.err
+}
+
+func (k *summingSink) close() error {
 	if err := k.SnapshotSink.Close(); err != nil {
 		return err
 	}
@@ -197,5 +209,14 @@ func (k *summingSink) Close() error {
 	if err != nil {
 		return fmt.Errorf("consensus: snapshot metadata: %w", err)
 	}
-	return writeFileAtomic(filepath.Join(dir, metaSumName), []byte(metaSum(meta)+"\n"))
+	if err := writeFileAtomic(filepath.Join(dir, metaSumName), []byte(metaSum(meta)+"\n")); err != nil {
+		return err
+	}
+	if k.reaper != nil {
+		// The new snapshot is complete; a failure to delete old ones does not undo that.
+		if err := k.reaper.reap(); err != nil {
+			k.reaper.log.Warn("old snapshots were not all deleted; the next snapshot tries again", "err", err)
+		}
+	}
+	return nil
 }
