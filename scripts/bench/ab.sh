@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Alternating A/B of zkd builds on one zkbench workload, standalone, one server at a time:
-# throughput and the server's CPU per operation (user+system from /proc, all threads).
+# throughput, the server's CPU per operation (user+system from /proc, all threads) and the tail
+# latencies (p99, p99.9, max).
 #
 #   scripts/bench/ab.sh WORKLOAD ROUNDS BIN_A BIN_B [zkbench flags...]
 #
@@ -32,7 +33,9 @@ for _ in $(seq "$rounds"); do
 		bench_stop
 		ops=$(grep -o '"ops":[0-9]*' "$tmp/out.json" | cut -d: -f2)
 		tp=$(grep -o '"throughput":[0-9.]*' "$tmp/out.json" | cut -d: -f2)
+		lat() { grep -o "\"$1\":[0-9.]*" "$tmp/out.json" | cut -d: -f2; }
 		awk -v bin="$bin" -v tp="$tp" -v c="$((c1 - c0))" -v ops="$ops" -v hz="$ticks" \
-			'BEGIN { printf "%s\tops/s %.0f\tserver CPU %.1f us/op\n", bin, tp, c * 1e6 / hz / ops }'
+			-v p99="$(lat p99_us)" -v p999="$(lat p999_us)" -v mx="$(lat max_us)" \
+			'BEGIN { printf "%s\tops/s %.0f\tserver CPU %.1f us/op\tp99 %.2f p99.9 %.2f max %.1f ms\n", bin, tp, c * 1e6 / hz / ops, p99 / 1e3, p999 / 1e3, mx / 1e3 }'
 	done
 done
