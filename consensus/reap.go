@@ -3,14 +3,16 @@ package consensus
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/hashicorp/raft"
 )
 
-// removeChunk is how much of a file removeGently frees in one step.
+// removeChunk is how much of a file shrinkGently frees in one step.
 const removeChunk = 4 << 20
 
 // shrinkGently empties the file at path from the end, removeChunk bytes at a time, making each
@@ -80,16 +82,65 @@ const reapDirName = "snapshots.reap"
 // snapshotReaper keeps the newest retain snapshots of a node's file snapshot store and deletes the
 // others gently (removeGently). raft's own reaping (FileSnapshotStore's retain) unlinks them at
 // once; the store is opened with retainAllSnapshots so that it never does.
+//
+// A snapshot open for reading (raft sending it to a follower that fell behind) is unlinked, not
+// emptied: its reader keeps the whole file until it closes it, as it did with raft's reaping.
 type snapshotReaper struct {
 	store  *raft.FileSnapshotStore
 	dir    string // the node's data directory: snapshots under dir/snapshots
 	retain int
 	log    *slog.Logger
+
+	mu      sync.Mutex
+	readers map[string]int // open readers by snapshot id
 }
 
 // retainAllSnapshots is the retention the file snapshot store is opened with when a
 // snapshotReaper does the reaping.
 const retainAllSnapshots = 1 << 30
+
+// open opens snapshot id through the store, counted as a reader until the returned reader closes.
+func (r *snapshotReaper) open(id string) (*raft.SnapshotMeta, io.ReadCloser, error) {
+	r.mu.Lock()
+	if r.readers == nil {
+		r.readers = map[string]int{}
+	}
+	r.readers[id]++ // before the file opens: reap checks after it has moved the file away
+	r.mu.Unlock()
+	meta, rc, err := r.store.Open(id)
+	if err != nil {
+		r.release(id)
+		return nil, nil, err
+	}
+	return meta, &countedReader{ReadCloser: rc, done: func() { r.release(id) }}, nil
+}
+
+func (r *snapshotReaper) release(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.readers[id]--; r.readers[id] <= 0 {
+		delete(r.readers, id)
+	}
+}
+
+func (r *snapshotReaper) reading(id string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.readers[id] > 0
+}
+
+// countedReader calls done once, on its first Close.
+type countedReader struct {
+	io.ReadCloser
+	once sync.Once
+	done func()
+}
+
+func (c *countedReader) Close() error {
+	err := c.ReadCloser.Close()
+	c.once.Do(c.done)
+	return err
+}
 
 // reap moves every snapshot but the newest r.retain into the reap directory, makes that durable,
 // then deletes the reap directory's contents: these snapshots and any a crash left there.
@@ -123,7 +174,12 @@ func (r *snapshotReaper) reap() error {
 	}
 	var errs []error
 	for _, e := range ents {
-		errs = append(errs, removeTreeGently(filepath.Join(to, e.Name())))
+		path := filepath.Join(to, e.Name())
+		if r.reading(e.Name()) {
+			errs = append(errs, os.RemoveAll(path))
+			continue
+		}
+		errs = append(errs, removeTreeGently(path))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("consensus: reap snapshots: %w", err)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -177,6 +178,14 @@ func (s checkedSnapshots) Create(version raft.SnapshotVersion, index, term uint6
 		return nil, err
 	}
 	return &summingSink{SnapshotSink: sink, root: s.root, reaper: s.reaper}, nil
+}
+
+// Open implements raft.SnapshotStore; the reaper counts the reader (see snapshotReaper).
+func (s checkedSnapshots) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, error) {
+	if s.reaper == nil {
+		return s.FileSnapshotStore.Open(id)
+	}
+	return s.reaper.open(id)
 }
 
 type summingSink struct {
