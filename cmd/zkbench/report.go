@@ -361,9 +361,13 @@ func conditions(c *comparison) []string {
 	}
 	kernel := strings.TrimSpace(cmdOut("uname", "-r"))
 	java := strings.SplitN(strings.TrimSpace(cmdOut("java", "-version")), "\n", 2)[0]
-	commit := strings.TrimSpace(cmdOut("git", "rev-parse", "--short", "HEAD"))
-	if strings.TrimSpace(cmdOut("git", "status", "--porcelain", "--untracked-files=all", "--", "cmd/zkd", "server", "consensus", "znode", "jute")) != "" {
-		commit += " plus uncommitted changes in the server packages"
+	// scripts/bench/run.sh reads the commit when it builds zkd: the tree may move on during a run.
+	commit := os.Getenv("ZKBENCH_COMMIT")
+	if commit == "" {
+		commit = strings.TrimSpace(cmdOut("git", "rev-parse", "--short", "HEAD"))
+		if strings.TrimSpace(cmdOut("git", "status", "--porcelain", "--untracked-files=all", "--", "cmd/zkd", "server", "consensus", "znode", "jute")) != "" {
+			commit += " plus uncommitted changes in the server packages"
+		}
 	}
 	zkdLine := "not measured (" + c.ZkdReason + ")"
 	if c.ZkdReason == "" {

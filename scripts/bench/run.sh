@@ -20,6 +20,12 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/zkbench-build.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
+# The commit zkd is built from, for the report: read now, since the tree may move on during the run.
+ZKBENCH_COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+if [ -n "$(git status --porcelain --untracked-files=all -- cmd/zkd server consensus znode jute 2>/dev/null)" ]; then
+	ZKBENCH_COMMIT="$ZKBENCH_COMMIT plus uncommitted changes in the server packages"
+fi
+export ZKBENCH_COMMIT
 go build -o "$tmp/zkbench" ./cmd/zkbench
 zkd_flags=()
 if [ -f cmd/zkd/main.go ]; then
