@@ -7,11 +7,14 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -94,7 +97,7 @@ type peerTLS struct {
 	log      *slog.Logger
 	members  func() []string // the configured members' peer addresses
 	resolver *net.Resolver
-	refused  atomic.Int64 // accepted connections refused (no TLS, handshake, membership)
+	refused  atomic.Int64 // accepted connections refused (no TLS, a handshake this side failed, membership)
 	failed   failLog
 }
 
@@ -176,6 +179,13 @@ func (p *peerTLS) dial(ctx context.Context, c net.Conn, addr string) (net.Conn, 
 	return tc, nil
 }
 
+// hungUp reports whether a handshake failed because the other side closed the connection or
+// stopped answering, rather than because this side turned it down.
+func hungUp(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, net.ErrClosed) || errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, context.DeadlineExceeded)
+}
+
 // accept decides an accepted connection whose first byte is first (already read; c replays it)
 // and returns the connection to read the connection type from, or an error if it is refused.
 // c's deadline bounds the handshake.
@@ -199,6 +209,9 @@ func (p *peerTLS) accept(ctx context.Context, c net.Conn, first byte) (net.Conn,
 	}
 	tc := tls.Server(c, p.server)
 	if err := tc.HandshakeContext(ctx); err != nil {
+		if hungUp(err) {
+			return nil, err // the peer went away (a member stopping, say) or stalled: nothing was refused
+		}
 		p.refused.Add(1)
 		p.failed.note(p.log, key, "refused a peer: TLS handshake failed", "remote", c.RemoteAddr(), "err", err)
 		return nil, err

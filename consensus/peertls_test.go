@@ -527,3 +527,47 @@ func TestFailLogOncePerPeer(t *testing.T) {
 		t.Fatalf("failLog tracks %d peers; want at most %d", len(f.m), maxFailKeys)
 	}
 }
+
+// A peer that hangs up in the middle of its TLS handshake (a member stopping while it dials) is
+// not counted as refused; a plaintext peer on a TLS-only port is.
+func TestPeerTLSHangUpIsNotARefusal(t *testing.T) {
+	pki := newTestPKI(t)
+	n := &Node{log: testLogger(t)}
+	n.tls = newPeerTLS(*pki.peerTLS(pki.member(t, "n1")), n.log, func() []string { return []string{"127.0.0.1:1"} })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	for _, tc := range []struct {
+		name  string
+		sends []byte
+		want  int64
+	}{
+		{"the start of a TLS record, then a hang-up", []byte{tlsRecordHandshake, 3, 1, 0}, 0},
+		{"plaintext", []byte{connRaft}, 1},
+	} {
+		go func() {
+			c, err := net.Dial("tcp", ln.Addr().String())
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			_, _ = c.Write(tc.sends)
+			_ = c.Close()
+		}()
+		raw, err := ln.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := refusedBy(n)
+		_, _, err = n.openConn(raw)
+		raw.Close()
+		if err == nil {
+			t.Fatalf("%s: openConn succeeded", tc.name)
+		}
+		if got := refusedBy(n) - before; got != tc.want {
+			t.Errorf("%s: counted %d refusals (%v); want %d", tc.name, got, err, tc.want)
+		}
+	}
+}
