@@ -22,7 +22,7 @@ import (
 // happens when a crash comes between the two today).
 type laterDeletes struct {
 	types.SegmentFiler
-	dir string // where the segment files are; "" (tests): delete them without shrinking first
+	dir string // where the segment files are
 	log hclog.Logger
 
 	mu     sync.Mutex
@@ -61,11 +61,9 @@ func (d *laterDeletes) Delete(base, id uint64) error {
 func (d *laterDeletes) run() {
 	defer close(d.done)
 	for s := range d.queue {
-		if d.dir != "" {
-			// Empty it gently first (see shrinkGently): a 64 MiB segment unlinked at once stalls
-			// the appends' fsyncs like a snapshot does.
-			_ = shrinkGently(filepath.Join(d.dir, segment.FileName(types.SegmentInfo{BaseIndex: s.base, ID: s.id})), nil)
-		}
+		// Empty it gently first (see shrinkGently): a 64 MiB segment unlinked at once stalls the
+		// appends' fsyncs like a snapshot does.
+		_ = shrinkGently(filepath.Join(d.dir, segment.FileName(types.SegmentInfo{BaseIndex: s.base, ID: s.id})), nil)
 		if err := d.SegmentFiler.Delete(s.base, s.id); err != nil {
 			// As raft-wal does: not fatal, the file is left behind (and deleted at the next open).
 			d.log.Error("failed to delete an old log segment", "baseIndex", s.base, "id", s.id, "err", err)

@@ -42,7 +42,7 @@ func (g *gatedFiler) deleted() []uint64 {
 func TestLaterDeletes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		inner := &gatedFiler{gate: make(chan struct{})}
-		d := newLaterDeletes(inner, "", hclog.NewNullLogger())
+		d := newLaterDeletes(inner, t.TempDir(), hclog.NewNullLogger())
 		var returned atomic.Int32
 		go func() {
 			for id := uint64(1); id <= 3; id++ {

@@ -223,9 +223,7 @@ func (w *watchManager) fire(zxid int64, events []znode.Event) {
 					c.abort(errSlowConsumer)
 					continue
 				}
-				if c.eventZxid.Load() < zxid {
-					c.eventZxid.Store(zxid)
-				}
+				c.eventZxid.Store(zxid) // fire's zxids only grow, under the lock
 			}
 		}
 		clear(targets)
