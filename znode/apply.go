@@ -312,8 +312,8 @@ func (a *applier) create(op jute.Op, path string, data []byte, acl []jute.ACL, m
 	a.rewrite(parentPath, func(p *node) *node {
 		c := a.own(p)
 		c.kids, _ = c.kids.setIn(a.tr, n)
-		c.numChildren++
 		x := a.ext(c)
+		x.numChildren++
 		x.cversion++
 		x.pzxid = a.zxid
 		return c
@@ -385,10 +385,10 @@ func (a *applier) delete(path string, version int32) error {
 	if n == nil {
 		return jute.CodeNoNode
 	}
-	if version != -1 && version != n.version {
+	if version != -1 && version != n.version() {
 		return jute.CodeBadVersion
 	}
-	if n.numChildren > 0 {
+	if n.numChildren() > 0 {
 		return jute.CodeNotEmpty
 	}
 	a.remove(path, parentPath, n, true)
@@ -406,7 +406,7 @@ func (a *applier) deleteContainer(path string) error {
 	if n == nil {
 		return jute.CodeNoNode
 	}
-	if n.numChildren > 0 {
+	if n.numChildren() > 0 {
 		return jute.CodeNotEmpty
 	}
 	if n.kind() == kindEphemeral {
@@ -424,8 +424,9 @@ func (a *applier) remove(path, parentPath string, n *node, untrack bool) {
 		parentACL = p.acl.list
 		c := a.own(p)
 		c.kids, _ = c.kids.delete(n.name())
-		c.numChildren--
-		a.ext(c).pzxid = a.zxid
+		x := a.ext(c)
+		x.numChildren--
+		x.pzxid = a.zxid
 		return c
 	})
 	a.v.nodes--
@@ -462,7 +463,7 @@ func (a *applier) setData(path string, data []byte, version int32) (jute.Stat, e
 	if !CheckACL(n.acl.list, a.txn.Auth, jute.PermWrite) {
 		return jute.Stat{}, jute.CodeNoAuth
 	}
-	if version != -1 && version != n.version {
+	if version != -1 && version != n.version() {
 		return jute.Stat{}, jute.CodeBadVersion
 	}
 	var st jute.Stat
@@ -470,8 +471,8 @@ func (a *applier) setData(path string, data []byte, version int32) (jute.Stat, e
 	a.rewrite(path, func(p *node) *node {
 		c := a.own(p)
 		c.setData(data)
-		c.version++
 		x := a.ext(c)
+		x.version++
 		x.mzxid = a.zxid
 		x.mtime = a.txn.Time
 		st = c.stat()
@@ -524,7 +525,7 @@ func (a *applier) check(path string, version int32) error {
 	if !CheckACL(n.acl.list, a.txn.Auth, jute.PermRead) {
 		return jute.CodeNoAuth
 	}
-	if version != -1 && version != n.version {
+	if version != -1 && version != n.version() {
 		return jute.CodeBadVersion
 	}
 	return nil

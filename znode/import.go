@@ -144,7 +144,7 @@ func (v *View) RawNodes(fn func(RawNode) error) error {
 		r := RawNode{
 			Path: path, Data: n.data(), ACL: n.acl.list,
 			Czxid: n.czxid, Mzxid: n.mzxid(), Pzxid: n.pzxid(), Ctime: n.ctime, Mtime: n.mtime(),
-			Version: n.version, Cversion: n.cversion(), Aversion: n.aversion(),
+			Version: n.version(), Cversion: n.cversion(), Aversion: n.aversion(),
 		}
 		switch n.kind() {
 		case kindEphemeral:

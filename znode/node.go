@@ -1,6 +1,7 @@
 package znode
 
 import (
+	"encoding/binary"
 	"sync/atomic"
 	"unsafe"
 
@@ -21,27 +22,23 @@ const (
 // copies its ancestors (path copying), so any View can read the nodes it reaches without locks. (A
 // multi changes the copies it made itself in place; see applier.own.)
 //
-// The layout fills a 64-byte allocation, half of what a plain struct of the same fields takes, so a
-// large tree costs little beyond its names and data (docs/architecture.md, "znode memory"):
-//   - the name and the data share one allocation (see nodeBytes), addressed by buf and two lengths;
-//   - the kind lives in the top bits of the name length;
-//   - the fields that keep a default for most nodes (mzxid and mtime until the first setData, pzxid
-//     and cversion until the first child, the session or ttl of ephemeral and TTL nodes, aversion)
-//     live in x, which is nil while all of them have their defaults.
+// The layout fills a 48-byte allocation, less than half of what a plain struct of the same fields
+// takes, so a large tree costs little beyond its names and data (docs/architecture.md, "znode
+// memory"):
+//   - the kind, the name and the data share one allocation (see nodeBytes) that buf points to;
+//   - the fields that keep a default for most nodes (mzxid and mtime and version until the first
+//     setData, pzxid, cversion and numChildren until the first child, the session or ttl of
+//     ephemeral and TTL nodes, aversion) live in x, which is nil while all of them have their
+//     defaults.
 //
-// Fields are read through the accessors below, never directly, except czxid, ctime, version,
-// numChildren, acl and kids.
+// Fields are read through the accessors below, never directly, except czxid, ctime, acl and kids.
 type node struct {
-	buf         *byte // the name's bytes followed by the data's; nil when both are empty
-	acl         *aclSet
-	kids        btree[string, *node]
-	x           *nodeExt // nil: every field of nodeExt has its default
-	czxid       int64
-	ctime       int64
-	version     int32
-	numChildren int32
-	nlen        uint32 // name length in the low bits, kind in the top two (see kindShift)
-	dlen        uint32 // data length, or nullData for null data (kept apart from empty, as ZooKeeper does)
+	buf   *byte // see nodeBytes; never nil
+	acl   *aclSet
+	kids  btree[string, *node]
+	x     *nodeExt // nil: every field of nodeExt has its default
+	czxid int64
+	ctime int64
 }
 
 // nodeExt holds the fields of a node that usually have their defaults. It is never changed once a
@@ -52,79 +49,120 @@ type nodeExt struct {
 	pzxid int64 // default czxid
 	owner int64 // session id of an ephemeral, ttl of a TTL node, else 0 (the default)
 	// cversion as stored counts child creations (ZooKeeper's cversionP); the visible value is
-	// 2*cversion - numChildren. Default 0, as aversion.
-	cversion int32
-	aversion int32
+	// 2*cversion - numChildren. Default 0, as aversion, version and numChildren.
+	cversion    int32
+	aversion    int32
+	version     int32
+	numChildren int32
 }
 
 const (
-	kindShift   = 30
-	nameLenMask = 1<<kindShift - 1
+	kindBits = 2
 	// maxNameLen is the longest name a node may have, far beyond any packet a server accepts; the
 	// applier checks it all the same, and a snapshot's fields are bounded well below it.
-	maxNameLen = nameLenMask
-	// nullData is dlen for null data. No real length reaches it: jute lengths are int32.
-	nullData = ^uint32(0)
+	maxNameLen = 1<<30 - 1
 )
 
-// nodeBytes returns the shared allocation for name and data, or nil when both are empty.
-func nodeBytes(name string, data []byte) *byte {
-	n := len(name) + len(data)
-	if n == 0 {
-		return nil
+// nodeBytes returns the one allocation that holds a node's kind, name and data:
+//
+//	uvarint(len(name)<<2 | kind)  name  uvarint(len(data)+1, or 0 for null data)  data
+//
+// Null data is kept apart from empty data, as ZooKeeper does. The name comes first so that key,
+// which the child maps call on every comparison, decodes one length. For the usual names (under
+// 32 bytes) and data (under 127 bytes) the two lengths take a byte each.
+func nodeBytes(kind nodeKind, name string, data []byte) *byte {
+	head := uint64(len(name))<<kindBits | uint64(kind)
+	dlen := uint64(0)
+	if data != nil {
+		dlen = uint64(len(data)) + 1
 	}
-	b := make([]byte, n)
-	copy(b, name)
-	copy(b[len(name):], data)
+	b := make([]byte, 0, uvarintLen(head)+len(name)+uvarintLen(dlen)+len(data))
+	b = binary.AppendUvarint(b, head)
+	b = append(b, name...)
+	b = binary.AppendUvarint(b, dlen)
+	b = append(b, data...)
 	return &b[0]
+}
+
+func uvarintLen(v uint64) int {
+	n := 1
+	for ; v >= 0x80; v >>= 7 {
+		n++
+	}
+	return n
+}
+
+// uvarintAt decodes the uvarint at p, which nodeBytes wrote, and returns it and its width.
+func uvarintAt(p *byte) (uint64, uintptr) {
+	var v uint64
+	for i := uintptr(0); ; i++ {
+		b := *(*byte)(unsafe.Add(unsafe.Pointer(p), i))
+		v |= uint64(b&0x7f) << (7 * i)
+		if b < 0x80 {
+			return v, i + 1
+		}
+	}
+}
+
+// head returns the node's kind, its name's length and where the name starts.
+func (n *node) head() (nodeKind, uintptr, uintptr) {
+	if b := *n.buf; b < 0x80 { // the common case: a name under 32 bytes
+		return nodeKind(b & (1<<kindBits - 1)), uintptr(b >> kindBits), 1
+	}
+	v, w := uvarintAt(n.buf)
+	return nodeKind(v & (1<<kindBits - 1)), uintptr(v >> kindBits), w
+}
+
+// dataAt returns the data's offset in buf and its stored length (len+1, 0 for null data).
+func (n *node) dataAt() (uintptr, uint64) {
+	_, nlen, off := n.head()
+	v, w := uvarintAt((*byte)(unsafe.Add(unsafe.Pointer(n.buf), off+nlen)))
+	return off + nlen + w, v
 }
 
 // newNode returns a node with the given name, data (copied), kind and creation stamp; everything
 // else has its default.
 func newNode(name string, data []byte, kind nodeKind, acl *aclSet, zxid, time int64) *node {
-	n := &node{acl: acl, czxid: zxid, ctime: time}
-	n.setNameData(name, data)
-	n.nlen |= uint32(kind) << kindShift
-	return n
+	return &node{buf: nodeBytes(kind, name, data), acl: acl, czxid: zxid, ctime: time}
 }
 
-// setNameData stores name and a copy of data in a fresh allocation, keeping the kind.
-func (n *node) setNameData(name string, data []byte) {
-	n.buf = nodeBytes(name, data)
-	n.nlen = n.nlen&^nameLenMask | uint32(len(name))
-	if data == nil {
-		n.dlen = nullData
-	} else {
-		n.dlen = uint32(len(data))
-	}
+// setKind changes the kind of a node that nothing else has seen yet: the kind is in the low bits
+// of the first byte of buf, which only this node refers to.
+func (n *node) setKind(k nodeKind) {
+	*n.buf = *n.buf&^(1<<kindBits-1) | byte(k)
 }
 
 // setData replaces the node's data with a copy of data.
-func (n *node) setData(data []byte) { n.setNameData(n.name(), data) }
+func (n *node) setData(data []byte) { n.buf = nodeBytes(n.kind(), n.name(), data) }
 
-func (n *node) name() string { return unsafe.String(n.buf, n.nlen&nameLenMask) }
+func (n *node) name() string {
+	_, nlen, off := n.head()
+	return unsafe.String((*byte)(unsafe.Add(unsafe.Pointer(n.buf), off)), nlen)
+}
 
 // data returns the node's data, nil for null data. The slice shares the node's allocation and must
 // not be modified.
 func (n *node) data() []byte {
-	switch n.dlen {
-	case nullData:
-		return nil
+	off, dlen := n.dataAt()
+	switch dlen {
 	case 0:
-		return []byte{}
+		return nil
+	case 1:
+		return []byte{} // not a pointer to the allocation's end
 	}
-	return unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(n.buf), n.nlen&nameLenMask)), n.dlen)
+	return unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(n.buf), off)), dlen-1)
 }
 
 // dataLen is len(n.data()).
 func (n *node) dataLen() int {
-	if n.dlen == nullData {
-		return 0
-	}
-	return int(n.dlen)
+	_, dlen := n.dataAt()
+	return int(max(dlen, 1) - 1)
 }
 
-func (n *node) kind() nodeKind { return nodeKind(n.nlen >> kindShift) }
+func (n *node) kind() nodeKind {
+	k, _, _ := n.head()
+	return k
+}
 
 func (n *node) mzxid() int64 {
 	if n.x == nil {
@@ -168,6 +206,20 @@ func (n *node) aversion() int32 {
 	return n.x.aversion
 }
 
+func (n *node) version() int32 {
+	if n.x == nil {
+		return 0
+	}
+	return n.x.version
+}
+
+func (n *node) numChildren() int32 {
+	if n.x == nil {
+		return 0
+	}
+	return n.x.numChildren
+}
+
 // ext returns a copy of n's nodeExt (the defaults when it has none) for the caller to change and
 // store back in n.x. Only a node that Apply owns (see applier.own) may get one stored.
 func (n *node) ext() *nodeExt {
@@ -203,20 +255,19 @@ func descendants(n *node) int32 {
 // stat returns the node's Stat as ZooKeeper reports it.
 func (n *node) stat() jute.Stat {
 	s := jute.Stat{
-		Czxid:       n.czxid,
-		Mzxid:       n.czxid,
-		Ctime:       n.ctime,
-		Mtime:       n.ctime,
-		Version:     n.version,
-		Cversion:    -n.numChildren,
-		DataLength:  int32(n.dataLen()),
-		NumChildren: n.numChildren,
-		Pzxid:       n.czxid,
+		Czxid:      n.czxid,
+		Mzxid:      n.czxid,
+		Ctime:      n.ctime,
+		Mtime:      n.ctime,
+		DataLength: int32(n.dataLen()),
+		Pzxid:      n.czxid,
 	}
 	if x := n.x; x != nil {
 		s.Mzxid, s.Mtime, s.Pzxid = x.mzxid, x.mtime, x.pzxid
-		s.Cversion += 2 * x.cversion
+		s.Version = x.version
+		s.Cversion = 2*x.cversion - x.numChildren
 		s.Aversion = x.aversion
+		s.NumChildren = x.numChildren
 		if n.kind() == kindEphemeral {
 			s.EphemeralOwner = x.owner
 		}
@@ -292,11 +343,13 @@ func New() *Tree {
 	config.x.aversion = -1
 	quota := newNode("quota", []byte{}, kindPersistent, open, 0, 0)
 	zk := newNode("zookeeper", []byte{}, kindPersistent, open, 0, 0)
-	zk.numChildren = 2
+	zk.x = zk.ext()
+	zk.x.numChildren = 2
 	zk.kids, _ = zk.kids.set(config)
 	zk.kids, _ = zk.kids.set(quota)
 	root := newNode("", []byte{}, kindPersistent, open, 0, 0)
-	root.numChildren = 1
+	root.x = root.ext()
+	root.x.numChildren = 1
 	root.kids, _ = root.kids.set(zk)
 	t.cur.Store(&View{root: root, nodes: 4, dataSize: baseDataSize})
 	return t

@@ -2,6 +2,7 @@ package znode
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -11,8 +12,8 @@ import (
 // The node layout is what keeps a large tree small (see node): a field added without care moves it
 // into the next size class, 16 or more bytes per znode.
 func TestNodeLayout(t *testing.T) {
-	if got := unsafe.Sizeof(node{}); got != 64 {
-		t.Errorf("node is %d bytes; want 64", got)
+	if got := unsafe.Sizeof(node{}); got != 48 {
+		t.Errorf("node is %d bytes; want 48", got)
 	}
 	if got := unsafe.Sizeof(nodeExt{}); got > 48 {
 		t.Errorf("nodeExt is %d bytes; want at most 48", got)
@@ -31,6 +32,10 @@ func TestNodeNameAndData(t *testing.T) {
 		{"n", []byte{}},
 		{"name", []byte{0, 1, 2}},
 		{"a-rather-longer-name-0000000001", bytes.Repeat([]byte{7}, 1000)},
+		// The lengths' encodings change width at a name of 32 bytes and data of 127.
+		{"a-rather-longer-name-00000000001", bytes.Repeat([]byte{8}, 126)},
+		{strings.Repeat("x", 5000), bytes.Repeat([]byte{9}, 127)},
+		{"", bytes.Repeat([]byte{10}, 1<<20)},
 	}
 	for _, tt := range tests {
 		for _, kind := range []nodeKind{kindPersistent, kindEphemeral, kindContainer, kindTTL} {
@@ -54,6 +59,11 @@ func TestNodeNameAndData(t *testing.T) {
 				}
 			}
 			check("new", tt.data)
+			if kind != kindPersistent { // a restored node gets its kind after its bytes
+				n = newNode(tt.name, tt.data, kindPersistent, nil, 5, 6)
+				n.setKind(kind)
+				check("setKind", tt.data)
+			}
 			n.setData([]byte("other"))
 			check("setData", []byte("other"))
 			n.setData(nil)

@@ -82,7 +82,7 @@ func (a *applier) closeSessions(ids []int64) {
 // (or, when neverUsedInterval > 0, has had none for longer than that since its mtime), or it is a
 // TTL node whose ttl has passed since its mtime.
 func reapable(n *node, now, neverUsedInterval int64) bool {
-	if n.numChildren != 0 {
+	if n.numChildren() != 0 {
 		return false
 	}
 	switch n.kind() {

@@ -133,12 +133,12 @@ func (s *snapWriter) writeNode(n *node) {
 	e.Int64(n.pzxid())
 	e.Int64(n.ctime)
 	e.Int64(n.mtime())
-	e.Int32(n.version)
+	e.Int32(n.version())
 	e.Int32(n.cversion())
 	e.Int32(n.aversion())
 	e.Int32(int32(n.kind()))
 	e.Int64(n.owner())
-	e.Int32(n.numChildren)
+	e.Int32(n.numChildren())
 	if e.Len() >= snapChunk {
 		s.flush()
 	}
@@ -410,20 +410,20 @@ func ReadSnapshot(r io.Reader) (*Tree, error) {
 		mzxid, pzxid := s.int64(), s.int64()
 		n.ctime = s.int64()
 		mtime := s.int64()
-		n.version = s.int32()
-		cversion, aversion := s.int32(), s.int32()
+		version, cversion, aversion := s.int32(), s.int32(), s.int32()
 		kind := s.int32()
 		owner := s.int64()
-		n.numChildren = s.int32()
+		numChildren := s.int32()
 		if s.err != nil {
 			return nil
 		}
-		if kind < int32(kindPersistent) || kind > int32(kindTTL) || n.numChildren < 0 {
+		if kind < int32(kindPersistent) || kind > int32(kindTTL) || numChildren < 0 {
 			s.fail("bad node record")
 			return nil
 		}
-		n.nlen |= uint32(kind) << kindShift
-		n.setExt(nodeExt{mzxid: mzxid, mtime: mtime, pzxid: pzxid, owner: owner, cversion: cversion, aversion: aversion})
+		n.setKind(nodeKind(kind))
+		n.setExt(nodeExt{mzxid: mzxid, mtime: mtime, pzxid: pzxid, owner: owner,
+			cversion: cversion, aversion: aversion, version: version, numChildren: numChildren})
 		pathLen := 1
 		if len(stack) > 0 {
 			if n.name() == "" || strings.IndexByte(n.name(), '/') >= 0 {
@@ -454,9 +454,9 @@ func ReadSnapshot(r io.Reader) (*Tree, error) {
 		if len(stack) < cap(stack) {
 			stack = stack[:len(stack)+1]
 			f := &stack[len(stack)-1]
-			f.n, f.pathLen, f.remaining, f.kids = n, pathLen, n.numChildren, f.kids[:0]
+			f.n, f.pathLen, f.remaining, f.kids = n, pathLen, numChildren, f.kids[:0]
 		} else {
-			stack = append(stack, restoreFrame{n: n, pathLen: pathLen, remaining: n.numChildren})
+			stack = append(stack, restoreFrame{n: n, pathLen: pathLen, remaining: numChildren})
 		}
 		return n
 	}

@@ -137,7 +137,7 @@ func checkInvariants(t *testing.T, v *View) {
 		case kindEphemeral:
 			ephemerals++
 			eph[n.owner()] = append(eph[n.owner()], path)
-			if n.numChildren != 0 {
+			if n.numChildren() != 0 {
 				t.Fatalf("ephemeral %s has children", path)
 			}
 		case kindContainer:
@@ -156,8 +156,8 @@ func checkInvariants(t *testing.T, v *View) {
 			desc += 1 + walk(c, p)
 			return true
 		})
-		if count != n.numChildren || desc != descendants(n) {
-			t.Fatalf("%s: numChildren %d (have %d), descendants %d (have %d)", path, n.numChildren, count, descendants(n), desc)
+		if count != n.numChildren() || desc != descendants(n) {
+			t.Fatalf("%s: numChildren %d (have %d), descendants %d (have %d)", path, n.numChildren(), count, descendants(n), desc)
 		}
 		return desc
 	}

@@ -210,9 +210,10 @@ func TestWalkReuseEndsAtRewrite(t *testing.T) {
 	}
 	setVersion := func(path string, v int32) (seen int32) {
 		a.rewrite(path, func(p *node) *node {
-			seen = p.version
+			seen = p.version()
 			c := *p
-			c.version = v
+			c.x = c.ext()
+			c.x.version = v
 			return &c
 		})
 		return seen
@@ -228,7 +229,7 @@ func TestWalkReuseEndsAtRewrite(t *testing.T) {
 	if seen := setVersion("/a", 6); seen != 5 {
 		t.Fatalf("the second rewrite of /a saw version %d, want 5", seen)
 	}
-	if n := a.v.lookup("/a/b"); n == nil || n.version != 8 {
+	if n := a.v.lookup("/a/b"); n == nil || n.version() != 8 {
 		t.Fatalf("/a/b lost its rewrite: %+v", n)
 	}
 	// Only the parent's walk is reused: rewriting the root's child after finding a grandchild
@@ -249,7 +250,7 @@ func TestWalkReuseEndsAtRewrite(t *testing.T) {
 	if seen := setVersion("/a", 11); seen != 0 {
 		t.Fatalf("rewriting /a after finding /a/b/c saw version %d, want /a's 0", seen)
 	}
-	if n := a.v.lookup("/a/b"); n == nil || n.version != 0 {
+	if n := a.v.lookup("/a/b"); n == nil || n.version() != 0 {
 		t.Fatalf("rewriting /a after finding /a/b/c changed /a/b: %+v", n)
 	}
 }

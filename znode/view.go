@@ -127,7 +127,7 @@ func (v *View) getChildren(path string, auth []jute.Id) (*jute.GetChildrenRespon
 }
 
 func childNames(n *node) []string {
-	out := make([]string, 0, n.numChildren)
+	out := make([]string, 0, n.numChildren())
 	n.kids.ascend(func(c *node) bool {
 		out = append(out, c.name())
 		return true
