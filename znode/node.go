@@ -32,10 +32,13 @@ const (
 //     defaults.
 //
 // Fields are read through the accessors below, never directly, except czxid, ctime, acl and kids.
+//
+// A 48-byte node may straddle two cache lines, but never across its first 16 bytes: buf, which
+// every comparison in a child map reads, and kids, which a lookup reads next when it descends.
 type node struct {
 	buf   *byte // see nodeBytes; never nil
-	acl   *aclSet
 	kids  btree[string, *node]
+	acl   *aclSet
 	x     *nodeExt // nil: every field of nodeExt has its default
 	czxid int64
 	ctime int64
@@ -65,24 +68,36 @@ const (
 
 // nodeBytes returns the one allocation that holds a node's kind, name and data:
 //
-//	uvarint(len(name)<<2 | kind)  name  uvarint(len(data)+1, or 0 for null data)  data
+//	head  name  uvarint(len(data)+1, or 0 for null data)  data
 //
-// Null data is kept apart from empty data, as ZooKeeper does. The name comes first so that key,
-// which the child maps call on every comparison, decodes one length. For the usual names (under
-// 32 bytes) and data (under 127 bytes) the two lengths take a byte each.
+// The head is one byte, len(name)<<2 | kind, for a name under 63 bytes; for a longer name it is
+// 63<<2 | kind followed by the length in four bytes, little-endian. Null data is kept apart from
+// empty data, as ZooKeeper does. The name comes first, behind a fixed-form length, because the
+// child maps read it on every comparison: name decodes it without a loop or a call.
 func nodeBytes(kind nodeKind, name string, data []byte) *byte {
-	head := uint64(len(name))<<kindBits | uint64(kind)
 	dlen := uint64(0)
 	if data != nil {
 		dlen = uint64(len(data)) + 1
 	}
-	b := make([]byte, 0, uvarintLen(head)+len(name)+uvarintLen(dlen)+len(data))
-	b = binary.AppendUvarint(b, head)
+	size := 1 + len(name) + uvarintLen(dlen) + len(data)
+	if len(name) >= longName {
+		size += 4
+	}
+	b := make([]byte, 0, size)
+	if len(name) < longName {
+		b = append(b, byte(len(name)<<kindBits)|byte(kind))
+	} else {
+		b = append(b, longName<<kindBits|byte(kind))
+		b = binary.LittleEndian.AppendUint32(b, uint32(len(name)))
+	}
 	b = append(b, name...)
 	b = binary.AppendUvarint(b, dlen)
 	b = append(b, data...)
 	return &b[0]
 }
+
+// longName in a head's length bits says that the name's length follows in four bytes.
+const longName = 1<<(8-kindBits) - 1
 
 func uvarintLen(v uint64) int {
 	n := 1
@@ -106,11 +121,13 @@ func uvarintAt(p *byte) (uint64, uintptr) {
 
 // head returns the node's kind, its name's length and where the name starts.
 func (n *node) head() (nodeKind, uintptr, uintptr) {
-	if b := *n.buf; b < 0x80 { // the common case: a name under 32 bytes
-		return nodeKind(b & (1<<kindBits - 1)), uintptr(b >> kindBits), 1
+	p := unsafe.Pointer(n.buf)
+	h := *(*byte)(p)
+	if l := uintptr(h >> kindBits); l < longName {
+		return nodeKind(h & (1<<kindBits - 1)), l, 1
 	}
-	v, w := uvarintAt(n.buf)
-	return nodeKind(v & (1<<kindBits - 1)), uintptr(v >> kindBits), w
+	b := (*[5]byte)(p)
+	return nodeKind(h & (1<<kindBits - 1)), uintptr(binary.LittleEndian.Uint32(b[1:])), 5
 }
 
 // dataAt returns the data's offset in buf and its stored length (len+1, 0 for null data).
@@ -135,6 +152,7 @@ func (n *node) setKind(k nodeKind) {
 // setData replaces the node's data with a copy of data.
 func (n *node) setData(data []byte) { n.buf = nodeBytes(n.kind(), n.name(), data) }
 
+// name is inlined into key, which the child maps call on every comparison, and calls nothing.
 func (n *node) name() string {
 	_, nlen, off := n.head()
 	return unsafe.String((*byte)(unsafe.Add(unsafe.Pointer(n.buf), off)), nlen)

@@ -32,8 +32,9 @@ func TestNodeNameAndData(t *testing.T) {
 		{"n", []byte{}},
 		{"name", []byte{0, 1, 2}},
 		{"a-rather-longer-name-0000000001", bytes.Repeat([]byte{7}, 1000)},
-		// The lengths' encodings change width at a name of 32 bytes and data of 127.
-		{"a-rather-longer-name-00000000001", bytes.Repeat([]byte{8}, 126)},
+		// The lengths' encodings change width at a name of 63 bytes and data of 127.
+		{strings.Repeat("y", 62), bytes.Repeat([]byte{8}, 126)},
+		{strings.Repeat("z", 63), bytes.Repeat([]byte{8}, 127)},
 		{strings.Repeat("x", 5000), bytes.Repeat([]byte{9}, 127)},
 		{"", bytes.Repeat([]byte{10}, 1<<20)},
 	}
