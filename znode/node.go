@@ -61,6 +61,7 @@ type nodeExt struct {
 
 const (
 	kindBits = 2
+	kindMask = 1<<kindBits - 1 // the kind's bits in a node's head byte
 	// maxNameLen is the longest name a node may have, far beyond any packet a server accepts; the
 	// applier checks it all the same, and a snapshot's fields are bounded well below it.
 	maxNameLen = 1<<30 - 1
@@ -124,10 +125,10 @@ func (n *node) head() (nodeKind, uintptr, uintptr) {
 	p := unsafe.Pointer(n.buf)
 	h := *(*byte)(p)
 	if l := uintptr(h >> kindBits); l < longName {
-		return nodeKind(h & (1<<kindBits - 1)), l, 1
+		return nodeKind(h & kindMask), l, 1
 	}
 	b := (*[5]byte)(p)
-	return nodeKind(h & (1<<kindBits - 1)), uintptr(binary.LittleEndian.Uint32(b[1:])), 5
+	return nodeKind(h & kindMask), uintptr(binary.LittleEndian.Uint32(b[1:])), 5
 }
 
 // dataAt returns the data's offset in buf and its stored length (len+1, 0 for null data).
@@ -146,7 +147,7 @@ func newNode(name string, data []byte, kind nodeKind, acl *aclSet, zxid, time in
 // setKind changes the kind of a node that nothing else has seen yet: the kind is in the low bits
 // of the first byte of buf, which only this node refers to.
 func (n *node) setKind(k nodeKind) {
-	*n.buf = *n.buf&^(1<<kindBits-1) | byte(k)
+	*n.buf = *n.buf&^kindMask | byte(k)
 }
 
 // setData replaces the node's data with a copy of data.
