@@ -334,9 +334,9 @@ func (w *Writer) appendEntry(offsets []uint32, e types.LogEntry) ([]uint32, erro
 
 	fh := frameHeader{
 		typ: FrameEntry,
-		len: uint32(len(e.Data)),
+		len: uint32(e.Len()),
 	}
-	bufOffset, err := w.appendFrame(fh, e.Data)
+	bufOffset, err := w.appendFrameParts(fh, e.Data, e.Body, e.Tail)
 	if err != nil {
 		return nil, err
 	}
@@ -419,12 +419,18 @@ func (w *Writer) appendIndex() error {
 // appendFrame appends the given frame to the current block. The frame must fit
 // already otherwise an error will be returned.
 func (w *Writer) appendFrame(fh frameHeader, data []byte) (int, error) {
+	return w.appendFrameParts(fh, data, nil, nil)
+}
+
+// appendFrameParts is appendFrame for a payload given in three consecutive parts (zkd: an entry's
+// encoding around its data, and the data, which is copied only here).
+func (w *Writer) appendFrameParts(fh frameHeader, a, b, c []byte) (int, error) {
 	// Encode frame header into current block buffer
-	l := encodedFrameSize(len(data))
+	l := encodedFrameSize(len(a) + len(b) + len(c))
 	w.ensureBufCap(l)
 
 	bufOffset := len(w.writer.commitBuf)
-	if err := writeFrame(w.writer.commitBuf[bufOffset:bufOffset+l], fh, data); err != nil {
+	if err := writeFrameParts(w.writer.commitBuf[bufOffset:bufOffset+l], fh, a, b, c); err != nil {
 		return 0, err
 	}
 	// Update len of commitBuf since we resliced it for the write
