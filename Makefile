@@ -51,7 +51,7 @@ cluster:
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=$(BENCHTIME) $(PKGS)
 
-## bench-compare: zkd against Apache ZooKeeper side by side; writes docs/benchmarks.md (about 35 minutes;
+## bench-compare: zkd against Apache ZooKeeper side by side; writes docs/benchmarks.md (about 40 minutes;
 ## BENCHFLAGS="-duration 3s -repeat 1 -memory 100000 -snapshot-znodes 100000" for a quick look)
 bench-compare:
 	./scripts/bench/run.sh $(BENCHFLAGS)

@@ -72,7 +72,9 @@ type compareOptions struct {
 	// earlier runs otherwise fill the cache, and reclaiming it is charged to whichever
 	// server writes next.
 	DropCaches bool
-	Command    string
+	// Floor also measures the floor server (floor.go) standalone, in the same rotation.
+	Floor   bool
+	Command string
 }
 
 // runRecord is one measured run.
@@ -139,6 +141,7 @@ func compareMain(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.IntVar(&o.SnapCount, "snapshot-count", 10000, "snapCount of the runs with snapshots on")
 	fs.BoolVar(&o.DropCaches, "drop-caches", os.Geteuid() == 0, "drop the clean page cache before every run (root only; default: on when root)")
 	fs.Float64Var(&o.SnapRate, "snapshot-rate", 5000, "offered setData rate (ops/s) of the snapshot runs")
+	fs.BoolVar(&o.Floor, "floor", false, "also measure the floor server standalone (zkbench floor: the least work a durable server does)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -280,6 +283,15 @@ func compareTopology(ctx context.Context, o compareOptions, cmp *comparison, spe
 			servers[kindZkd] = z
 			order = append(order, kindZkd)
 		}
+	}
+	if o.Floor && nodes == 1 {
+		logf("%s: starting the floor server on port %d", topo, base+90)
+		f, err := startFloor(ctx, filepath.Join(o.Work, topo+"-floor"), base+90)
+		if err != nil {
+			return fmt.Errorf("zkbench: floor server: %w", err)
+		}
+		servers[kindFloor] = f
+		order = append(order, kindFloor)
 	}
 	if o.Warmup > 0 {
 		for _, kind := range order {

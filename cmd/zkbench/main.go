@@ -8,6 +8,7 @@
 //	zkbench populate -addr ... -n 1000000 -size 128               create znodes and keep them
 //	zkbench compare -zkd bin/zkd -out docs/benchmarks.md           zkd against ZooKeeper, side by side
 //	zkbench zookeeper -dir /tmp/zk -addr 127.0.0.1:21810           a real ZooKeeper until Ctrl-C
+//	zkbench floor -dir /tmp/floor -port 21810                      the floor server (floor.go): a yardstick
 //
 // Workloads: create, set, get, mixed (-read-ratio), multi (-multi-ops setData per multi), churn
 // (ephemeral-sequential create then delete), large (setData of 256 KiB values unless -size is at
@@ -58,6 +59,8 @@ func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return compareMain(ctx, args[1:], stdout, stderr)
 		case "zookeeper":
 			return zookeeperMain(ctx, args[1:], stdout, stderr)
+		case "floor":
+			return floorMain(ctx, args[1:], stdout, stderr)
 		}
 	}
 	return benchMain(ctx, args, stdout, stderr)

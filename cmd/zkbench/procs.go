@@ -23,6 +23,9 @@ import (
 const (
 	kindZooKeeper = "ZooKeeper"
 	kindZkd       = "zkd"
+	// kindFloor labels the floor server's runs (floor.go). It is managed as a zkd process: the
+	// zkbench binary run with the floor subcommand.
+	kindFloor = "floor"
 )
 
 // server is a ZooKeeper or zkd, standalone or a 3-node cluster, started by the harness in its
@@ -469,4 +472,14 @@ func (s *server) relaunch(ctx context.Context, extra map[string]string) error {
 		}
 	}
 	return s.waitReady(ctx, 120*time.Second)
+}
+
+// startFloor starts the floor server (this binary's floor subcommand) on port, with its log
+// under dir, as startZkd starts a standalone zkd.
+func startFloor(ctx context.Context, dir string, port int) (*server, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	return startZkd(ctx, self, "floor -port {port} -dir {data}", dir, port, 1)
 }

@@ -175,6 +175,15 @@ func renderReport(c *comparison) string {
 		p("\n")
 	}
 
+	if lines := floorTable(c); len(lines) > 0 {
+		p("## What this machine allows: the floor server\n\n")
+		p("The floor server (`zkbench floor`, cmd/zkbench/floor.go) is a yardstick, not a ZooKeeper: the tree in one map under one lock, every write and every session's start and end logged with one fdatasync per batch to a pre-zeroed file, no replication, snapshots, ACLs or session expiry. What it reaches, measured in the same rotation, is about the most any durable server can reach here with this load generator on the same processors. The last columns say how much of that zkd reaches.\n\n")
+		for _, line := range lines {
+			p("%s\n", line)
+		}
+		p("\n")
+	}
+
 	if len(c.Runs) > 0 {
 		p("## Throughput and latency\n\n")
 		p("Medians of %d runs of %v each; latencies in milliseconds. The ratio row is zkd/ZooKeeper: above 1 is better for throughput, below 1 is better for latency. Server CPU is the user and system time of the topology's server processes during the run; load CPU is zkbench's own (its clients, on the same processors as the servers): no server can go faster than the processors the load generator leaves it.\n\n",
@@ -214,13 +223,20 @@ func renderReport(c *comparison) string {
 						errNotes = append(errNotes, fmt.Sprintf("%s, %s: %d × %s", topo, a.name, a.agg.kinds[k], k))
 					}
 				}
+				ratioRow := func(name string, a aggregate) {
+					if zk.n > 0 && a.n > 0 {
+						p("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | | |\n", topo, name, ratio(a.tput, zk.tput),
+							ratio(a.p50, zk.p50), ratio(a.p90, zk.p90), ratio(a.p99, zk.p99), ratio(a.p999, zk.p999), ratio(a.mx, zk.mx),
+							ratio(a.cpuPerK, zk.cpuPerK), ratio(a.loadPerK, zk.loadPerK))
+					}
+				}
 				if c.ZkdReason == "" || okZd {
 					row(kindZkd, zd)
-					if zk.n > 0 && zd.n > 0 {
-						p("| %s | zkd/ZooKeeper | %s | %s | %s | %s | %s | %s | %s | %s | | |\n", topo, ratio(zd.tput, zk.tput),
-							ratio(zd.p50, zk.p50), ratio(zd.p90, zk.p90), ratio(zd.p99, zk.p99), ratio(zd.p999, zk.p999), ratio(zd.mx, zk.mx),
-							ratio(zd.cpuPerK, zk.cpuPerK), ratio(zd.loadPerK, zk.loadPerK))
-					}
+					ratioRow("zkd/ZooKeeper", zd)
+				}
+				if fl, ok := aggregateRuns(c.Runs, topo, spec, kindFloor); ok {
+					row(kindFloor, fl)
+					ratioRow("floor/ZooKeeper", fl)
 				}
 			}
 			if header {
@@ -377,7 +393,7 @@ func conditions(c *comparison) []string {
 	if c.Options.DropCaches {
 		cache = "the page cache is synced and its clean pages dropped (earlier runs' log files would otherwise fill it, and reclaiming them is charged to whichever server writes next)"
 	}
-	return []string{
+	lines := []string{
 		fmt.Sprintf("Machine: %s, %d logical CPUs, %s, Linux %s; load generator and servers share it, all traffic on loopback.", cpu, runtime.NumCPU(), mem, kernel),
 		"Apache ZooKeeper 3.8.0 (Debian package), launched by zkbench (internal/apachezk) as upstream's zkServer.sh does: forceSync=yes (fsync on every write), -Xmx1000m, tickTime 2000, " + java + ".",
 		"zkd: " + zkdLine + ".",
@@ -385,6 +401,10 @@ func conditions(c *comparison) []string {
 		fmt.Sprintf("Topologies: standalone, and cluster = 3 nodes on loopback; before the runs each server gets %v of unrecorded mixed load (JIT warm-up).", c.Options.Warmup),
 		fmt.Sprintf("Both servers run at once in each topology; every workload runs %d times per server, alternating which server goes first. Before each run %s, and the harness waits (up to 10 s) until the servers together use under 15%% of a core, so that a run does not pay for work the previous one left running (a snapshot being written, log compaction, garbage collection).", c.Options.Repeat, cache),
 	}
+	if c.Options.Floor {
+		lines = append(lines, "The floor server (`zkbench floor`) runs standalone beside them, in the same rotation.")
+	}
+	return lines
 }
 
 // cmdOut runs a command and returns its combined output, or "" on failure.
@@ -394,4 +414,25 @@ func cmdOut(name string, args ...string) string {
 		return ""
 	}
 	return string(out)
+}
+
+// floorTable compares, for every standalone workload the floor server ran, its throughput and
+// CPU per operation with ZooKeeper's and zkd's.
+func floorTable(c *comparison) []string {
+	var lines []string
+	for _, spec := range c.Specs {
+		fl, ok := aggregateRuns(c.Runs, "standalone", spec, kindFloor)
+		zk, ok1 := aggregateRuns(c.Runs, "standalone", spec, kindZooKeeper)
+		zd, ok2 := aggregateRuns(c.Runs, "standalone", spec, kindZkd)
+		if !ok || !ok1 || !ok2 || fl.n == 0 || zk.n == 0 || zd.n == 0 {
+			continue
+		}
+		if len(lines) == 0 {
+			lines = append(lines, "| workload | ZooKeeper ops/s | zkd ops/s | floor ops/s | zkd/ZooKeeper | floor/ZooKeeper | zkd/floor | server CPU s per 1k ops: zkd, floor |",
+				"|---|---:|---:|---:|---:|---:|---:|---:|")
+		}
+		lines = append(lines, fmt.Sprintf("| %s | %.0f | %.0f | %.0f | %s | %s | %s | %s, %s |", spec, zk.tput, zd.tput, fl.tput,
+			ratio(zd.tput, zk.tput), ratio(fl.tput, zk.tput), ratio(zd.tput, fl.tput), cpuPerK(zd.cpuPerK), cpuPerK(fl.cpuPerK)))
+	}
+	return lines
 }

@@ -20,15 +20,29 @@ func TestMedian(t *testing.T) {
 	}
 }
 
+// fakeRun is a made-up standalone setData run of 1000 ops: server CPU 1000/tput seconds, load
+// CPU 400/tput.
+func fakeRun(server string, rep int, tput, p50, p99 float64) runRecord {
+	return runRecord{Topology: "standalone", Bench: "set", Server: server, Repeat: rep, ServerCPU: 1000 / tput, LoadCPU: 400 / tput, Result: result{
+		Unit: "setData", Clients: 32, Conns: 8, Ops: 1000, Throughput: tput,
+		Latency: latencySummary{Count: 1000, P50: p50, P90: p99 / 2, P99: p99, P999: p99 * 2, Max: p99 * 3},
+	}}
+}
+
+// reportHas fails t for each of wants that md lacks.
+func reportHas(t *testing.T, md string, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q\n%s", want, md)
+		}
+	}
+}
+
 // TestReportMediansAndRatios renders a comparison of made-up runs and checks the medians, the
 // zkd/ZooKeeper ratios and the goal verdicts that appear in the Markdown.
 func TestReportMediansAndRatios(t *testing.T) {
-	mk := func(server string, rep int, tput, p50, p99 float64) runRecord {
-		return runRecord{Topology: "standalone", Bench: "set", Server: server, Repeat: rep, ServerCPU: 1000 / tput, LoadCPU: 400 / tput, Result: result{
-			Unit: "setData", Clients: 32, Conns: 8, Ops: 1000, Throughput: tput,
-			Latency: latencySummary{Count: 1000, P50: p50, P90: p99 / 2, P99: p99, P999: p99 * 2, Max: p99 * 3},
-		}}
-	}
+	mk := fakeRun
 	c := &comparison{
 		Options: compareOptions{Topologies: []string{"standalone"}, Repeat: 3, Duration: time.Second, ZkdBin: "zkd"},
 		Specs:   []string{"set"},
@@ -43,7 +57,7 @@ func TestReportMediansAndRatios(t *testing.T) {
 		},
 	}
 	md := renderReport(c)
-	for _, want := range []string{
+	reportHas(t, md, []string{
 		// ZooKeeper medians: 2000 ops/s, p50 1.5 ms, p99 20 ms; zkd (two good runs): 4500, 0.55 ms, 4.5 ms.
 		// Server CPU over the 1000 ops of each run: 1000/tput seconds, so per 1k ops ZooKeeper's
 		// median is 0.500 s and zkd's (runs of 0.200 and 0.250) 0.225 s. The load generator's is
@@ -54,11 +68,7 @@ func TestReportMediansAndRatios(t *testing.T) {
 		"| standalone | set | ≥2× throughput, p99 not above | throughput 2.25×, p99 4.50 vs 20.0 ms | yes |",
 		"| standalone | 100000 znodes | RSS ≤ ¼ | 80 vs 400 MB (0.20×) | yes |",
 		"| standalone | 100000 znodes | restart ≤ ⅓ | 1500 vs 3000 ms (0.50×) | **no** |",
-	} {
-		if !strings.Contains(md, want) {
-			t.Errorf("report lacks %q\n%s", want, md)
-		}
-	}
+	}...)
 	c.ZkdReason = "cmd/zkd does not exist yet"
 	if md := renderReport(c); !strings.Contains(md, "zkd is missing from this run:** cmd/zkd does not exist yet") || strings.Contains(md, "## Targets") {
 		t.Errorf("report without zkd does not say so plainly:\n%s", md)
@@ -84,18 +94,14 @@ func TestReportSnapshots(t *testing.T) {
 		},
 	}
 	md := renderReport(c)
-	for _, want := range []string{
+	reportHas(t, md, []string{
 		"| ZooKeeper | off | 1000 | 1.00 | 2.00 | 7.50 | 15.0 | 30.0 | 0 | 0% | 0 | 0 |",
 		"| ZooKeeper | on | 1000 | 1.00 | 2.00 | 60.0 | 120 | 240 | 5 | 50% | 0 | 0 |",
 		"| ZooKeeper | on/off | 1.00× | 1.00× | 1.00× | 8.00× | 8.00× | 8.00× | | | | |",
 		"| zkd | on | 1000 | 1.00 | 2.00 | 3.00 | 6.00 | 12.0 | 1 | 2% | 0 | 1 |",
 		"| zkd | on/off | 1.00× | 1.00× | 1.00× | 1.20× | 1.20× | 1.20× | | | | |",
 		"| zkd/ZooKeeper | on | 1.00× | 1.00× | 1.00× | 0.05× | 0.05× | 0.05× | | | | |",
-	} {
-		if !strings.Contains(md, want) {
-			t.Errorf("report lacks %q\n%s", want, md)
-		}
-	}
+	}...)
 	if strings.Contains(md, "## Not measured") {
 		t.Errorf("a report with snapshot runs says they were not measured")
 	}
@@ -134,5 +140,28 @@ func TestServerCPUSeconds(t *testing.T) {
 	}
 	if after-before < 0.25 {
 		t.Errorf("cpu %.2fs then %.2fs (x=%d): 300 ms of spinning should show", before, after, x)
+	}
+}
+
+// With floor runs the report gives the floor's rows and a table of how much of the floor zkd
+// reaches; without them there is no such table.
+func TestReportFloor(t *testing.T) {
+	mk := func(server string, tput float64) runRecord { return fakeRun(server, 0, tput, 500, 1000) }
+	c := &comparison{
+		Options: compareOptions{Topologies: []string{"standalone"}, Repeat: 1, Duration: time.Second, ZkdBin: "zkd", Floor: true},
+		Specs:   []string{"set"},
+		Runs:    []runRecord{mk(kindZooKeeper, 2000), mk(kindZkd, 3000), mk(kindFloor, 4000)},
+	}
+	md := renderReport(c)
+	reportHas(t, md, []string{
+		"## What this machine allows: the floor server",
+		"| set | 2000 | 3000 | 4000 | 1.50× | 2.00× | 0.75× | 0.333, 0.250 |",
+		"| standalone | floor | 4000 |",
+		"| standalone | floor/ZooKeeper | 2.00× |",
+	}...)
+	c.Runs = c.Runs[:2]
+	c.Options.Floor = false
+	if md := renderReport(c); strings.Contains(md, "floor") {
+		t.Errorf("a report without floor runs mentions the floor:\n%s", md)
 	}
 }

@@ -7,13 +7,14 @@
 # `zkbench compare`, which starts Apache ZooKeeper (Debian's zookeeper package, through
 # internal/apachezk) and zkd with fsync on, standalone and as 3-node clusters on loopback ports
 # 24100-24499, alternates and repeats the runs, measures memory, startup and kill -9 recovery, and
-# latency on a 1M-znode tree with snapshots off and on, and writes the report. Without zkd it
+# latency on a 1M-znode tree with snapshots off and on, and writes the report. Standalone, the
+# floor server (cmd/zkbench/floor.go) runs in the same rotation as a yardstick. Without zkd it
 # measures ZooKeeper alone and says so in the report.
 #
 # Useful flags: -duration 10s -repeat 3 -topologies standalone,cluster -only get,set
 #               -memory 100000,1000000 -snapshot-znodes 1000000 -snapshot-count 10000
 #               -snapshot-rate 5000 -out docs/benchmarks.md -raw results.json
-# A full run with the defaults takes about 35 minutes on a 2-core machine; for a quick look:
+# A full run with the defaults takes about 40 minutes on a 2-core machine; for a quick look:
 #   scripts/bench/run.sh -duration 3s -repeat 1 -memory 100000 -snapshot-znodes 100000
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -38,4 +39,6 @@ else
 	zkd_flags=(-zkd-missing "cmd/zkd does not exist yet")
 fi
 export ZKBENCH_COMMAND="scripts/bench/run.sh${*:+ $*}"
-"$tmp/zkbench" compare "${zkd_flags[@]}" "$@"
+# -floor: the floor server (zkbench floor) runs standalone beside them, so that the report says
+# how much of what the machine allows each server reaches.
+"$tmp/zkbench" compare -floor "${zkd_flags[@]}" "$@"

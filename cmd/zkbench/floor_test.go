@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/zkd-io/zkd/jute"
+)
+
+// startTestFloor runs a floor server with a small log on a loopback port until the test ends.
+func startTestFloor(t *testing.T) (*floorServer, string) {
+	t.Helper()
+	s, err := newFloorServer(t.TempDir(), 8<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+		_ = s.log.Close()
+	})
+	return s, ln.Addr().String()
+}
+
+// Every zkbench workload runs against the floor server without an error, and the log file,
+// written from its start again whenever it fills, keeps its size.
+func TestFloorRunsEveryWorkload(t *testing.T) {
+	s, addr := startTestFloor(t)
+	results, err := smokeAll(context.Background(), []string{addr}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(results) < len(workloadNames()) {
+		t.Fatalf("%d results for %d workloads", len(results), len(workloadNames()))
+	}
+	st, err := os.Stat(filepath.Join(filepath.Dir(s.log.Name()), "floor.log"))
+	if err != nil || st.Size() != 8<<20 {
+		t.Fatalf("log file: %v, %d bytes", err, st.Size())
+	}
+}
+
+// The floor server answers as ZooKeeper does where the workloads depend on it: sequential names
+// from the parent's cversion, a multi that fails changes nothing, a watch fires once.
+func TestFloorSemantics(t *testing.T) {
+	_, addr := startTestFloor(t)
+	c, err := dialClient(addr, 10*time.Second, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.close() }()
+	w, err := dialClient(addr, 10*time.Second, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = w.close() }()
+	if err := create(c, "/a", []byte("x"), jute.ModePersistent); err != nil {
+		t.Fatal(err)
+	}
+	r := c.call(jute.OpCreate, &jute.CreateRequest{Path: "/a/s-", ACL: openACL, Flags: jute.ModeEphemeralSequential})
+	if err := r.result(); err != nil || r.body.(*jute.CreateResponse).Path != "/a/s-0000000000" {
+		t.Fatalf("sequential create: %v %+v", err, r.body)
+	}
+	bad := &jute.MultiRequest{Ops: []jute.MultiOp{
+		{Type: jute.OpCreate, Req: &jute.CreateRequest{Path: "/b", ACL: openACL}},
+		{Type: jute.OpSetData, Req: &jute.SetDataRequest{Path: "/a", Data: []byte("y"), Version: 7}},
+	}}
+	if err := c.call(jute.OpMulti, bad).multiResult(); !errors.Is(err, jute.CodeBadVersion) {
+		t.Fatalf("multi with a bad version: %v", err)
+	}
+	if err := c.call(jute.OpExists, &jute.ExistsRequest{Path: "/b"}).result(); !errors.Is(err, jute.CodeNoNode) {
+		t.Fatalf("/b after the failed multi: %v", err)
+	}
+	gone := w.waitFor("/a")
+	if err := w.call(jute.OpGetData, &jute.GetDataRequest{Path: "/a", Watch: true}).result(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.call(jute.OpSetData, &jute.SetDataRequest{Path: "/a", Data: []byte("z"), Version: -1}).result(); err != nil {
+		t.Fatal(err)
+	}
+	<-gone
+	r = w.call(jute.OpGetData, &jute.GetDataRequest{Path: "/a"})
+	if err := r.result(); err != nil || string(r.body.(*jute.GetDataResponse).Data) != "z" || r.body.(*jute.GetDataResponse).Stat.Version != 1 {
+		t.Fatalf("getData after setData: %v %+v", err, r.body)
+	}
+	// Closing the session removes its ephemeral node.
+	if err := c.close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.call(jute.OpExists, &jute.ExistsRequest{Path: "/a/s-0000000000"}).result(); !errors.Is(err, jute.CodeNoNode) {
+		t.Fatalf("ephemeral after its session closed: %v", err)
+	}
+}
