@@ -143,7 +143,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		out:       newOutQueue(s.cfg.MaxOutboundBytes),
 		remote:    remote,
 		ip:        ip,
-		log:       s.log.With("remote", remote),
+		log:       slog.New(&lazyAttrs{h: s.log.Handler()}).With("remote", remote),
 		stopped:   make(chan struct{}),
 		reqs:      reqs,
 		readEnd:   make(chan struct{}),
@@ -256,13 +256,16 @@ func (c *conn) serve(ctx context.Context) {
 		written = c.replyWritten
 	}
 	c.out.setSink(c.nc, c.s.cfg.MaxSessionTimeout, func(n int) { c.s.m.bytesSent.Add(int64(n)) }, written)
-	wg.Go(func() {
+	wg.Add(2)
+	c.s.workers.Go(func() {
+		defer wg.Done()
 		_ = c.out.writeLoop()
 		c.abort(errClosedByServer)
 		cancel()
 	})
 	execDone := make(chan struct{})
-	wg.Go(func() {
+	c.s.workers.Go(func() {
+		defer wg.Done()
 		defer close(execDone)
 		defer c.recoverPanic()
 		c.executeLoop(ctx)

@@ -50,6 +50,8 @@ type Server struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	// workers run the connections' goroutines (workers.go).
+	workers *workers
 	// connBufs keeps the read buffers and request queues of ended connections for new ones
 	// (conn.go): under session churn they were most of the bytes the server allocated.
 	connBufs sync.Pool
@@ -120,6 +122,7 @@ func newServer(cfg Config) *Server {
 	s.slow = newSlowLog(cfg.SlowRequestThreshold, cfg.Logger)
 	s.intro.traceMask.Store(defaultTraceMask)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.workers = newWorkers(s.ctx, &s.wg)
 	s.m = newServerMetrics()
 	s.registry = newRegistry(s)
 	s.watches = newWatchManager(0)
@@ -395,7 +398,7 @@ func (s *Server) acceptLoop(ln net.Listener, mode listenMode) {
 			_ = nc.Close()
 			continue
 		}
-		s.wg.Go(func() { c.serve(s.ctx) })
+		s.workers.Go(func() { c.serve(s.ctx) })
 	}
 }
 
