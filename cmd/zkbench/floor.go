@@ -78,6 +78,7 @@ type floorServer struct {
 	dataW      map[string][]*floorConn // getData and exists watches
 	childW     map[string][]*floorConn
 	out        map[*floorConn][]byte // the batch's replies and events, by connection
+	held       *[]floorEvent         // while a multi runs: its events, fired only if it succeeds
 }
 
 func floorMain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -388,6 +389,9 @@ func (s *floorServer) execute(c *floorConn, hdr jute.RequestHeader, body jute.Re
 // multi applies every op of m or, if one fails, none.
 func (s *floorServer) multi(sid int64, m *jute.MultiRequest) *jute.MultiResponse {
 	var undo []func()
+	var events []floorEvent
+	s.held = &events
+	defer func() { s.held = nil }()
 	res := make([]jute.MultiResult, len(m.Ops))
 	failed := -1
 	for i, op := range m.Ops {
@@ -400,10 +404,14 @@ func (s *floorServer) multi(sid int64, m *jute.MultiRequest) *jute.MultiResponse
 		res[i] = jute.MultiResult{Type: op.Type, Resp: resp}
 	}
 	if failed < 0 {
+		s.held = nil
+		for _, e := range events {
+			s.fire(e.w, e.p, e.ev)
+		}
 		return &jute.MultiResponse{Results: res}
 	}
 	for i := len(undo) - 1; i >= 0; i-- {
-		undo[i]()
+		undo[i]() // its events are held too, and dropped with the multi's
 	}
 	for i := range res {
 		code := jute.CodeRuntimeInconsistency
@@ -454,14 +462,12 @@ func (s *floorServer) write(sid int64, op jute.Op, body jute.Record, undo *[]fun
 		return &jute.CreateResponse{Path: p}, jute.CodeOK
 	case jute.OpDelete:
 		req := body.(*jute.DeleteRequest)
-		n := s.nodes[req.Path]
-		switch {
-		case n == nil:
-			return nil, jute.CodeNoNode
-		case req.Version != -1 && req.Version != n.stat.Version:
-			return nil, jute.CodeBadVersion
-		case len(n.kids) > 0:
-			return nil, jute.CodeNotEmpty
+		n, code := s.versioned(req.Path, req.Version)
+		if code == jute.CodeOK && len(n.kids) > 0 {
+			code = jute.CodeNotEmpty
+		}
+		if code != jute.CodeOK {
+			return nil, code
 		}
 		parent := s.nodes[path.Dir(req.Path)]
 		s.unlink(req.Path, parent)
@@ -471,12 +477,9 @@ func (s *floorServer) write(sid int64, op jute.Op, body jute.Record, undo *[]fun
 		return nil, jute.CodeOK
 	case jute.OpSetData:
 		req := body.(*jute.SetDataRequest)
-		n := s.nodes[req.Path]
-		if n == nil {
-			return nil, jute.CodeNoNode
-		}
-		if req.Version != -1 && req.Version != n.stat.Version {
-			return nil, jute.CodeBadVersion
+		n, code := s.versioned(req.Path, req.Version)
+		if code != jute.CodeOK {
+			return nil, code
 		}
 		old, oldStat := n.data, n.stat
 		n.data = req.Data
@@ -489,16 +492,22 @@ func (s *floorServer) write(sid int64, op jute.Op, body jute.Record, undo *[]fun
 		return &jute.SetDataResponse{Stat: n.stat}, jute.CodeOK
 	case jute.OpCheck:
 		req := body.(*jute.CheckVersionRequest)
-		n := s.nodes[req.Path]
-		if n == nil {
-			return nil, jute.CodeNoNode
-		}
-		if req.Version != -1 && req.Version != n.stat.Version {
-			return nil, jute.CodeBadVersion
-		}
-		return nil, jute.CodeOK
+		_, code := s.versioned(req.Path, req.Version)
+		return nil, code
 	}
 	return nil, jute.CodeUnimplemented
+}
+
+// versioned returns the node at p if it exists and version is -1 or its version.
+func (s *floorServer) versioned(p string, version int32) (*floorNode, jute.Code) {
+	n := s.nodes[p]
+	switch {
+	case n == nil:
+		return nil, jute.CodeNoNode
+	case version != -1 && version != n.stat.Version:
+		return nil, jute.CodeBadVersion
+	}
+	return n, jute.CodeOK
 }
 
 func (s *floorServer) link(p string, n *floorNode, parent *floorNode) {
@@ -526,8 +535,20 @@ func (s *floorServer) unlink(p string, parent *floorNode) {
 	s.fire(s.childW, path.Dir(p), jute.EventNodeChildrenChanged)
 }
 
-// fire queues ev for every watch on p in w, once per connection, and clears them.
+// floorEvent is an event a multi holds until it has succeeded.
+type floorEvent struct {
+	w  map[string][]*floorConn
+	p  string
+	ev jute.EventType
+}
+
+// fire queues ev for every watch on p in w, once per connection, and clears them; inside a multi
+// it holds the event until the multi has succeeded.
 func (s *floorServer) fire(w map[string][]*floorConn, p string, ev jute.EventType) {
+	if s.held != nil {
+		*s.held = append(*s.held, floorEvent{w, p, ev})
+		return
+	}
 	cs := w[p]
 	if len(cs) == 0 {
 		return

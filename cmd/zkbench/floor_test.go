@@ -79,11 +79,41 @@ func TestFloorSemantics(t *testing.T) {
 		{Type: jute.OpCreate, Req: &jute.CreateRequest{Path: "/b", ACL: openACL}},
 		{Type: jute.OpSetData, Req: &jute.SetDataRequest{Path: "/a", Data: []byte("y"), Version: 7}},
 	}}
+	events := make(chan jute.WatcherEvent, 4)
+	x, err := dialClient(addr, 10*time.Second, func(e jute.WatcherEvent) { events <- e })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = x.close() }()
+	if err := x.call(jute.OpExists, &jute.ExistsRequest{Path: "/b", Watch: true}).result(); !errors.Is(err, jute.CodeNoNode) {
+		t.Fatalf("exists /b: %v", err)
+	}
 	if err := c.call(jute.OpMulti, bad).multiResult(); !errors.Is(err, jute.CodeBadVersion) {
 		t.Fatalf("multi with a bad version: %v", err)
 	}
-	if err := c.call(jute.OpExists, &jute.ExistsRequest{Path: "/b"}).result(); !errors.Is(err, jute.CodeNoNode) {
+	// The failed multi changed and fired nothing. An event would come before the reply to a
+	// request x sends after it.
+	if err := x.call(jute.OpExists, &jute.ExistsRequest{Path: "/b", Watch: true}).result(); !errors.Is(err, jute.CodeNoNode) {
 		t.Fatalf("/b after the failed multi: %v", err)
+	}
+	select {
+	case e := <-events:
+		t.Fatalf("the failed multi fired %+v", e)
+	default:
+	}
+	if err := create(c, "/b", nil, jute.ModePersistent); err != nil {
+		t.Fatal(err)
+	}
+	if e := <-events; e.Type != jute.EventNodeCreated || e.Path != "/b" {
+		t.Fatalf("event %+v", e)
+	}
+	if err := c.call(jute.OpDelete, &jute.DeleteRequest{Path: "/b", Version: -1}).result(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case e := <-events:
+		t.Fatalf("a second event %+v: the watch was set once", e)
+	default:
 	}
 	gone := w.waitFor("/a")
 	if err := w.call(jute.OpGetData, &jute.GetDataRequest{Path: "/a", Watch: true}).result(); err != nil {
