@@ -149,6 +149,7 @@ var errUnknownType = errors.New("consensus: unknown command type")
 type entryHeader struct {
 	session int64
 	origin  string
+	seq     uint64
 	op      jute.Op
 }
 
@@ -161,7 +162,7 @@ func peekCommand(b []byte) (entryHeader, error) {
 	h.session = int64(binary.BigEndian.Uint64(b[10:]))
 	d := jute.NewAliasDecoder(b[cmdHeaderSize:], len(b))
 	h.origin = d.String()
-	d.Int64()
+	h.seq = uint64(d.Int64())
 	h.op = jute.Op(d.Int32())
 	if d.Err() != nil {
 		return h, fmt.Errorf("%w: %w", errBadCommand, d.Err())

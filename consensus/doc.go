@@ -38,7 +38,9 @@
 //     submitted and completed exactly once (finish) by whichever learns the outcome first: this
 //     node's FSM applying it (deliver), the leader's reply to a forward (a callback on the RPC
 //     client's reader), the raft future of a write proposed here and not applied within 100ms
-//     (runWatcher), a snapshot install that skipped it, or Shutdown.
+//     (runWatcher), a snapshot install that skipped it, or Shutdown. The leader answers a
+//     forwarded write from its FSM too: the answers of one applied batch leave on each peer
+//     connection in one write (forwards.go).
 //   - Errors: ErrNoLeader (nothing was proposed; no leader within HoldTimeout), ErrBadRequest
 //     (not a write, or too large; nothing proposed), ErrUnknownOutcome (proposed; it may or may
 //     not commit: the server reports connection loss), ErrSessionMoved, ErrShutdown. Start retries,

@@ -37,6 +37,8 @@ type fsm struct {
 	onRestore func(v *znode.View)
 	// deliver hands the result of an entry this node proposed to its waiting proposer.
 	deliver func(seq uint64, c *command, r *znode.Result)
+	// forwarded is told the index and term of every applied entry another node proposed.
+	forwarded func(origin string, seq, index, term uint64)
 	// batchApplied is told the index and term of the last entry of every applied batch.
 	batchApplied func(index, term uint64)
 	// restored is called after a snapshot replaced the tree: entries up to it were never applied
@@ -144,8 +146,13 @@ func (f *fsm) applyCommand(l *raft.Log) any {
 		f.onApply(zxid, res, f.view())
 	}
 	f.applied.trigger(zxid)
-	if c.origin == f.origin && f.deliver != nil {
-		f.deliver(c.seq, &c, res)
+	switch {
+	case c.origin == f.origin:
+		if f.deliver != nil {
+			f.deliver(c.seq, &c, res)
+		}
+	case f.forwarded != nil:
+		f.forwarded(c.origin, c.seq, l.Index, l.Term)
 	}
 	return res
 }

@@ -84,10 +84,14 @@ type Node struct {
 	slots       chan struct{}
 	// leaderq holds the writes proposed here as leader, for runWatcher.
 	leaderq leaderQueue
-	stop    chan struct{}
-	ctx     context.Context // cancelled when shutdown begins; for the node's own calls
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	// fwd holds the writes peers forwarded here as leader until they are applied; fwdFlush the
+	// connections answered in the batch being applied (FSM goroutine only). See forwards.go.
+	fwd      *forwards
+	fwdFlush []*rpcReplies
+	stop     chan struct{}
+	ctx      context.Context // cancelled when shutdown begins; for the node's own calls
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
 
 	readyTerm   atomic.Uint64 // term in which this leader's FSM caught up and sessions were reset; 0: not ready
 	leaderEpoch atomic.Int64  // bumped on every leadership change notification
@@ -185,7 +189,12 @@ func New(cfg Config) (*Node, error) {
 	n.fsm.onApply = cfg.OnApply
 	n.fsm.onRestore = cfg.OnRestore
 	n.fsm.deliver = n.deliver
-	n.fsm.batchApplied = n.announce.offer
+	n.fwd = newForwards()
+	n.fsm.forwarded = n.forwardApplied
+	n.fsm.batchApplied = func(index, term uint64) {
+		n.flushForwards()
+		n.announce.offer(index, term)
+	}
 	n.fsm.sessions = n.sessions
 	n.fsm.restored = n.restoredTree
 	n.snap = make(chan struct{}, 1)

@@ -192,13 +192,16 @@ type rpcReply struct {
 }
 
 func writeFrame(w io.Writer, id uint64, kind byte, payload []byte) error {
-	b := make([]byte, 13+len(payload))
-	binary.BigEndian.PutUint32(b, uint32(9+len(payload)))
-	binary.BigEndian.PutUint64(b[4:], id)
-	b[12] = kind
-	copy(b[13:], payload)
-	_, err := w.Write(b)
+	_, err := w.Write(appendFrame(make([]byte, 0, 13+len(payload)), id, kind, payload))
 	return err
+}
+
+// appendFrame appends one frame to b.
+func appendFrame(b []byte, id uint64, kind byte, payload []byte) []byte {
+	b = binary.BigEndian.AppendUint32(b, uint32(9+len(payload)))
+	b = binary.BigEndian.AppendUint64(b, id)
+	b = append(b, kind)
+	return append(b, payload...)
 }
 
 func readFrame(r *bufio.Reader) (id uint64, kind byte, payload []byte, err error) {
@@ -453,14 +456,10 @@ func (n *Node) pause(ctx context.Context) error {
 // serveRPC answers the cluster RPC on an accepted connection until it fails or the node stops.
 func (n *Node) serveRPC(conn net.Conn) {
 	defer conn.Close()
-	var wmu sync.Mutex
-	reply := func(id uint64, status byte, payload []byte) {
-		wmu.Lock()
-		defer wmu.Unlock()
-		_ = conn.SetWriteDeadline(time.Now().Add(rpcWriteTimeout))
-		if err := writeFrame(conn, id, status, payload); err != nil {
-			conn.Close()
-		}
+	out := newRPCReplies(conn)
+	defer out.close()
+	if !n.goTracked(func() { n.runReplies(out) }) {
+		return
 	}
 	br := bufio.NewReader(conn)
 	for {
@@ -472,30 +471,8 @@ func (n *Node) serveRPC(conn net.Conn) {
 		case rpcSubmit:
 			// Proposed here, on the reading goroutine, so the order of submits on this
 			// connection is the order of their log entries.
-			fut, err := n.leaderApply(payload)
-			if err != nil {
-				status := statusNotProposed
-				switch {
-				case errors.Is(err, ErrSessionMoved):
-					status = statusMoved
-				case errors.Is(err, ErrBadRequest):
-					status = statusFailed
-				case errors.Is(err, ErrDiskFull):
-					status = statusDiskFull
-				}
-				reply(id, status, []byte(err.Error()))
-				continue
-			}
-			if !n.goTracked(func() {
-				status, out := classifyApply(n.waitFuture(fut, 0))
-				if status == statusOK {
-					// The index and this leader's term let the follower relay the commit to its
-					// own Raft (relay.go).
-					out = encodeMsg(&commitMsg{Index: fut.Index(), Term: n.raft.CurrentTerm()})
-				}
-				reply(id, status, out)
-			}) {
-				return
+			if status, msg := n.submitForwarded(out, id, payload); status != statusOK {
+				out.reply(id, status, msg)
 			}
 		case rpcCommitted:
 			var m commitMsg
@@ -504,17 +481,47 @@ func (n *Node) serveRPC(conn net.Conn) {
 				n.metrics.learnerComms.Inc()
 			}
 			if id != 0 {
-				reply(id, statusOK, nil)
+				out.reply(id, statusOK, nil)
 			}
 		default:
 			if !n.goTracked(func() {
-				status, out := n.handleRPC(kind, payload)
-				reply(id, status, out)
+				status, msg := n.handleRPC(kind, payload)
+				out.reply(id, status, msg)
 			}) {
 				return
 			}
 		}
 	}
+}
+
+// submitForwarded proposes a write a peer forwarded on out as call id. Once proposed, it is
+// answered when applied here, or from its future (forwards.go); the status is then statusOK.
+// Otherwise the status and message say why nothing was proposed.
+func (n *Node) submitForwarded(out *rpcReplies, id uint64, entry []byte) (byte, []byte) {
+	h, err := peekCommand(entry)
+	if err != nil {
+		return statusFailed, []byte(fmt.Errorf("%w: %w", ErrBadRequest, err).Error())
+	}
+	// Registered before it is proposed: the entry may be applied before leaderApply returns.
+	w := &forwarded{key: forwardKey{h.origin, h.seq}, id: id, out: out, at: time.Now()}
+	n.fwd.add(w)
+	fut, err := n.leaderApply(entry)
+	if err != nil {
+		n.fwd.drop(w)
+		status := statusNotProposed
+		switch {
+		case errors.Is(err, ErrSessionMoved):
+			status = statusMoved
+		case errors.Is(err, ErrBadRequest):
+			status = statusFailed
+		case errors.Is(err, ErrDiskFull):
+			status = statusDiskFull
+		}
+		return status, []byte(err.Error())
+	}
+	w.fut = fut
+	out.await(w)
+	return statusOK, nil
 }
 
 // handleRPC answers every call but submit and the commit announcement.

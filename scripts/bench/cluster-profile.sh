@@ -6,7 +6,9 @@
 #   scripts/bench/cluster-profile.sh BIN WORKLOAD OUTDIR [zkbench flags...]
 #   go tool pprof -top BIN OUTDIR/leader.pb        (and OUTDIR/follower.pb)
 #
+# Also prints each server's read and write system calls per operation (/proc/PID/io).
 # Ports: CLUSTER_PROFILE_PORT (default 22400) and the 40 above it, on 127.0.0.1.
+# CLUSTER_PROFILE_OFF=1 runs the load without profiling (for A/B rounds of two builds).
 set -euo pipefail
 [ $# -ge 3 ] || { sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 bin=$(realpath "$1") w=$2 out=$3
@@ -58,22 +60,28 @@ for _ in $(seq 100); do
 done
 [ -n "$leader" ] && [ -n "$follower" ] || { echo "cluster-profile: no leader and follower; logs in $tmp/n*/log" >&2; exit 1; }
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-declare -A cpu0
-for p in "${pids[@]}"; do cpu0[$p]=$(ticks "$p"); done
+syscalls() { awk '/^sysc[rw]:/ {printf "%s ", $2}' "/proc/$1/io"; }
+declare -A cpu0 io0
+for p in "${pids[@]}"; do cpu0[$p]=$(ticks "$p") io0[$p]=$(syscalls "$p"); done
 "$tmp/zkbench" -addr "127.0.0.1:$base,127.0.0.1:$((base + 1)),127.0.0.1:$((base + 2))" -workload "$w" \
 	-duration 16s -json "$@" >"$out/bench.json" &
 load=$!
-sleep 3
-curl -sf "http://127.0.0.1:$((base + 30 + leader))/debug/pprof/profile?seconds=10" >"$out/leader.pb" &
-c1=$!
-curl -sf "http://127.0.0.1:$((base + 30 + follower))/debug/pprof/profile?seconds=10" >"$out/follower.pb" &
-c2=$!
-wait "$load" "$c1" "$c2"
+if [ "${CLUSTER_PROFILE_OFF:-0}" = 1 ]; then
+	wait "$load"
+else
+	sleep 3
+	curl -sf "http://127.0.0.1:$((base + 30 + leader))/debug/pprof/profile?seconds=10" >"$out/leader.pb" &
+	c1=$!
+	curl -sf "http://127.0.0.1:$((base + 30 + follower))/debug/pprof/profile?seconds=10" >"$out/follower.pb" &
+	c2=$!
+	wait "$load" "$c1" "$c2"
+fi
 ops=$(grep -o '"ops":[0-9]*' "$out/bench.json" | head -n 1 | cut -d: -f2)
 hz=$(getconf CLK_TCK)
 echo "$w: $(grep -o '"throughput":[0-9.]*' "$out/bench.json" | cut -d: -f2) ops/s; leader n$leader, follower n$follower"
 for i in 1 2 3; do
 	p=${pids[$((i - 1))]}
-	echo "n$i: $(awk -v c=$(($(ticks "$p") - cpu0[$p])) -v o="$ops" -v hz="$hz" 'BEGIN {printf "%.1f", c / hz * 1e6 / o}') us of CPU per op"
+	echo "n$i: $(awk -v c=$(($(ticks "$p") - cpu0[$p])) -v o="$ops" -v hz="$hz" 'BEGIN {printf "%.1f", c / hz * 1e6 / o}') us of CPU per op;" \
+		"$(echo "${io0[$p]} $(syscalls "$p")" | awk -v o="$ops" '{printf "%.2f reads, %.2f writes", ($3 - $1) / o, ($4 - $2) / o}') per op"
 done
-echo "profiles: $out/leader.pb $out/follower.pb"
+[ "${CLUSTER_PROFILE_OFF:-0}" = 1 ] || echo "profiles: $out/leader.pb $out/follower.pb"

@@ -1,0 +1,205 @@
+package consensus
+
+import (
+	"bufio"
+	"net"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// stuckFuture is a raft future that resolves with err once release is closed.
+type stuckFuture struct {
+	release chan struct{}
+	err     error
+}
+
+func (f *stuckFuture) Error() error          { <-f.release; return f.err }
+func (f *stuckFuture) Index() uint64         { return 0 }
+func (f *stuckFuture) Response() interface{} { return nil }
+
+// countingConn counts the writes made on a connection.
+type countingConn struct {
+	net.Conn
+	writes atomic.Int64
+}
+
+func (c *countingConn) Write(b []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(b)
+}
+
+type frame struct {
+	id      uint64
+	status  byte
+	payload []byte
+}
+
+// forwardRig is a node's answering side of one cluster RPC connection, without Raft: what the
+// peer receives comes out of frames.
+type forwardRig struct {
+	n      *Node
+	out    *rpcReplies
+	conn   *countingConn
+	frames chan frame
+}
+
+func newForwardRig(t *testing.T) *forwardRig {
+	t.Helper()
+	local, peer := net.Pipe()
+	r := &forwardRig{
+		n:      &Node{log: testLogger(t), stop: make(chan struct{}), fwd: newForwards()},
+		conn:   &countingConn{Conn: local},
+		frames: make(chan frame, 100),
+	}
+	r.out = newRPCReplies(r.conn)
+	if !r.n.goTracked(func() { r.n.runReplies(r.out) }) {
+		t.Fatal("goTracked refused")
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		br := bufio.NewReader(peer)
+		for {
+			id, status, payload, err := readFrame(br)
+			if err != nil {
+				return
+			}
+			r.frames <- frame{id, status, payload}
+		}
+	}()
+	t.Cleanup(func() {
+		close(r.n.stop)
+		r.n.wg.Wait()
+		local.Close()
+		peer.Close()
+		<-done
+	})
+	return r
+}
+
+// forward registers a forwarded write as submitForwarded does once it is proposed.
+func (r *forwardRig) forward(origin string, seq, id uint64, fut raft.ApplyFuture) *forwarded {
+	w := &forwarded{key: forwardKey{origin, seq}, id: id, out: r.out, fut: fut, at: time.Now()}
+	r.n.fwd.add(w)
+	r.out.await(w)
+	return w
+}
+
+// TestForwardAnswersPerBatch: the answers to forwarded writes applied in one batch go out in one
+// write, each with its call id and the entry's index and term; the futures are never read.
+func TestForwardAnswersPerBatch(t *testing.T) {
+	r := newForwardRig(t)
+	never := &stuckFuture{release: make(chan struct{})}
+	for i := uint64(1); i <= 5; i++ {
+		r.forward("f1", i, 100+i, never)
+	}
+	r.forward("f2", 1, 200, never) // applied in a later batch
+	// Wait for the writer to take the signal that armed its sweep.
+	for len(r.out.wake) > 0 {
+		runtime.Gosched()
+	}
+	before := r.conn.writes.Load()
+	// One batch, as the FSM applies it: a local entry, the five forwarded ones, one unknown.
+	r.n.forwardApplied("other", 9, 40, 3)
+	for i := uint64(1); i <= 5; i++ {
+		r.n.forwardApplied("f1", i, 40+i, 3)
+	}
+	// Nothing has woken the writer yet: the five answers wait for the end of the batch.
+	r.out.mu.Lock()
+	queued := len(r.out.mu.buf)
+	r.out.mu.Unlock()
+	if len(r.out.wake) > 0 {
+		t.Fatal("the writer was woken before the batch ended")
+	}
+	if want := 5 * (13 + len(encodeMsg(&commitMsg{Index: 41, Term: 3}))); queued != want {
+		t.Fatalf("%d bytes queued before the batch ended, want %d", queued, want)
+	}
+	r.n.flushForwards()
+	for i := uint64(1); i <= 5; i++ {
+		f := <-r.frames
+		var m commitMsg
+		if err := decodeMsg(f.payload, &m); err != nil || f.id != 100+i || f.status != statusOK || m.Index != 40+i || m.Term != 3 {
+			t.Fatalf("answer %d: id %d status %d %+v (%v)", i, f.id, f.status, m, err)
+		}
+	}
+	if got := r.conn.writes.Load() - before; got != 1 {
+		t.Fatalf("five answers of one batch took %d writes", got)
+	}
+	// Applying an entry twice (it cannot be, but a resubmission shares the key) answers once.
+	r.n.forwardApplied("f1", 3, 43, 3)
+	r.n.forwardApplied("f2", 1, 50, 3)
+	r.n.flushForwards()
+	if f := <-r.frames; f.id != 200 {
+		t.Fatalf("next answer is for call %d, want 200", f.id)
+	}
+	if n := r.n.fwd.count.Load(); n != 0 {
+		t.Fatalf("%d forwarded writes still registered", n)
+	}
+}
+
+// TestForwardFailureFromFuture: a forwarded write that is not applied is answered from its
+// future (after settleFastWait) with the status the follower acts on, and only once.
+func TestForwardFailureFromFuture(t *testing.T) {
+	for _, tc := range []struct {
+		err    error
+		status byte
+	}{
+		{raft.ErrNotLeader, statusNotProposed},
+		{raft.ErrEnqueueTimeout, statusNotProposed},
+		{raft.ErrLeadershipLost, statusUnknown},
+	} {
+		t.Run(tc.err.Error(), func(t *testing.T) {
+			r := newForwardRig(t)
+			fut := &stuckFuture{release: make(chan struct{}), err: tc.err}
+			ok := &stuckFuture{release: make(chan struct{})}
+			r.forward("f1", 1, 7, fut)
+			r.forward("f1", 2, 8, ok)
+			close(fut.release)
+			// The second is applied: answered by the apply side, whatever its future says later.
+			r.n.forwardApplied("f1", 2, 12, 4)
+			r.n.flushForwards()
+			got := map[uint64]byte{}
+			for range 2 {
+				f := <-r.frames
+				got[f.id] = f.status
+			}
+			if got[7] != tc.status || got[8] != statusOK {
+				t.Fatalf("answers %v, want call 7 %d and call 8 %d", got, tc.status, statusOK)
+			}
+			// Applied after all (a leadership change can still commit it): no second answer.
+			r.n.forwardApplied("f1", 1, 11, 4)
+			r.n.flushForwards()
+			close(ok.release)
+			r.out.reply(99, statusOK, nil)
+			if f := <-r.frames; f.id != 99 {
+				t.Fatalf("call %d answered again", f.id)
+			}
+			if n := r.n.fwd.count.Load(); n != 0 {
+				t.Fatalf("%d forwarded writes still registered", n)
+			}
+		})
+	}
+}
+
+// TestForwardAbandoned: when the connection ends, the writes that came on it are forgotten, and
+// applying them later answers nothing.
+func TestForwardAbandoned(t *testing.T) {
+	r := newForwardRig(t)
+	never := &stuckFuture{release: make(chan struct{})}
+	defer close(never.release)
+	w := r.forward("f1", 1, 5, never)
+	r.out.close()
+	r.n.wg.Wait() // the writer ends with the connection
+	if !w.answered.Load() || r.n.fwd.count.Load() != 0 {
+		t.Fatalf("answered %v, %d still registered", w.answered.Load(), r.n.fwd.count.Load())
+	}
+	r.n.forwardApplied("f1", 1, 9, 2)
+	r.n.flushForwards()
+	if len(r.frames) != 0 {
+		t.Fatalf("%d answers after the connection ended", len(r.frames))
+	}
+}
