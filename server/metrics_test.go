@@ -209,9 +209,17 @@ func TestMntrAsAgentsReadIt(t *testing.T) {
 		t.Error("a standalone server reports followers")
 	}
 
-	// srst starts ZooKeeper's figures from zero again.
+	// srst starts ZooKeeper's figures from zero again, but not the packet count the process
+	// paces its processors by.
+	packets := s.Packets()
+	if packets < uint64(m["zk_packets_received"]+m["zk_packets_sent"]) {
+		t.Errorf("Packets() = %d, under packets received and sent (%v, %v)", packets, m["zk_packets_received"], m["zk_packets_sent"])
+	}
 	if got := word(t, s.Addr(), "srst"); got != "Server stats reset.\n" {
 		t.Fatalf("srst = %q", got)
+	}
+	if got := s.Packets(); got < packets {
+		t.Errorf("Packets() went from %d to %d over srst", packets, got)
 	}
 	after := mntr(t, s.Addr())
 	for _, k := range []string{"zk_cnt_updatelatency", "zk_cnt_readlatency", "zk_packets_received", "zk_cnt_fsynctime", "zk_proposal_count"} {

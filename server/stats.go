@@ -98,6 +98,12 @@ func (s *Server) Stats() Stats {
 	return st
 }
 
+// Packets returns the client packets the server has received and sent since it started
+// (requests, replies and watch notifications); unlike the statistics, srst does not reset it.
+func (s *Server) Packets() uint64 {
+	return uint64(s.m.packetsReceived.Total() + s.m.packetsSent.Total())
+}
+
 // mode is standalone for a one-voter server, else leader or follower.
 func (s *Server) mode() string {
 	if len(s.members()) <= 1 {

@@ -43,23 +43,32 @@ func main() {
 	}
 	// Likewise the number of processors, unless the operator chose GOMAXPROCS: one while the
 	// server is far from needing two (internal/procpace).
-	stopPace := func() {}
+	// The server's packet count, once it runs, lets the pacer compare the settings by the work
+	// done.
+	stopPace, started := func() {}, func(*server.Server) {}
 	if _, set := os.LookupEnv("GOMAXPROCS"); !set {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
+		work := make(chan procpace.Work, 1)
 		go func() {
 			defer close(done)
-			procpace.Run(ctx, procpace.Defaults())
+			procpace.Run(ctx, procpace.Defaults(), work)
 		}()
 		stopPace = func() { cancel(); <-done }
+		started = func(srv *server.Server) { work <- srv.Packets }
 	}
-	code := run(os.Args[1:], os.Stdout, os.Stderr)
+	code := runWith(os.Args[1:], os.Stdout, os.Stderr, started)
 	stopPace()
 	os.Exit(code)
 }
 
 // run is main without the exit, for tests.
 func run(args []string, stdout, stderr io.Writer) int {
+	return runWith(args, stdout, stderr, func(*server.Server) {})
+}
+
+// runWith is run that also hands the server, once started, to started.
+func runWith(args []string, stdout, stderr io.Writer, started func(*server.Server)) int {
 	if len(args) > 0 && args[0] == "version" {
 		fmt.Fprint(stdout, server.ReadBuildInfo())
 		return 0
@@ -181,6 +190,7 @@ Flags:
 	if src := st.clientTLS.source; src != nil {
 		defer src.Close()
 	}
+	started(srv)
 	log.Info("zkd started", "version", server.Version, "client", srv.Addr(), "clientTLS", clientTLSMode(st.cfg),
 		"secureClient", srv.SecureAddr(), "admin", srv.AdminAddr(),
 		"dataDir", st.cfg.Dir, "serverID", srv.Stats().ServerID, "peers", len(st.cfg.Peers))

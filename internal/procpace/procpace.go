@@ -1,5 +1,6 @@
 // Package procpace runs a process on one processor (GOMAXPROCS=1) while it uses well under one
-// core, and on the runtime's default number of processors as soon as it uses more.
+// core, or while one processor does as much work as more would, and on the runtime's default
+// number of processors otherwise.
 //
 // A zkd write passes through a chain of goroutines (the connection's reader, Raft's loop, the
 // apply loop, the connection's executor), each handing it to the next. Whenever a goroutine is
@@ -8,7 +9,17 @@
 // and sleeps again. On a lightly loaded server that spinning is a large share of the CPU it uses:
 // with the pacer, one client's setData on a standalone server went from 242-250 to 196-212 µs of
 // server CPU per write, and through three members sharing two cores from 832-888 to 690-726 µs.
-// A server that needs more than one core gets them back within one sample.
+// A server that needs more than one core gets them back within one sample (for a trial, when it
+// has a work count: below).
+//
+// Given a count of the work the process does (Run's work channel; zkd counts client packets),
+// the pacer also tries the other setting under a steady load and keeps whichever does more
+// work. On a busy machine more processors often do not: the spinning then takes CPU from the
+// process's own clients or peers, and one processor does as much work or more for a quarter to a
+// third less CPU (scripts/bench/ab.sh on the project's 2-core machine, zkbench's create: 20.9k
+// and 22.3k per second at 50 and 47 µs of server CPU per write on two processors against 27.4k
+// and 24.6k at 32 and 34 µs on one), at the price of a longer tail (p99.9 10 against 6 ms).
+// Where more processors do pay (more work per second by Gain or more), the trial keeps them.
 //
 // The number of processors is a setting of the whole process: only a program's main package
 // should run a pacer, once, and not when the operator set GOMAXPROCS.
@@ -34,6 +45,19 @@ type Policy struct {
 	// Hold is how long the process stays on the default after going back to it, so that a load
 	// near the thresholds does not switch back and forth.
 	Hold time.Duration
+
+	// The trials, made only with a work count. Trial is how long a trial runs, and how much
+	// history on the current setting a trial needs to compare with. The default is kept after a
+	// trial if it did at least Gain times the work per second one processor did before; one
+	// processor is kept if it did at least Keep times the work the default did. A trial to one
+	// processor that falls under Abort times the work before ends after Trial/2. After a trial
+	// the next waits Backoff, doubled after every trial that changed nothing, up to MaxBackoff.
+	Trial      time.Duration
+	Gain       float64
+	Keep       float64
+	Abort      float64
+	Backoff    time.Duration
+	MaxBackoff time.Duration
 }
 
 // Defaults returns the policy the zkd binary runs with. Up is below what one processor can give
@@ -47,8 +71,18 @@ func Defaults() Policy {
 		DownAfter: 2 * time.Second,
 		Up:        0.85,
 		Hold:      10 * time.Second,
+
+		Trial:      2 * time.Second,
+		Gain:       1.1,
+		Keep:       1.0,
+		Abort:      0.75,
+		Backoff:    15 * time.Second,
+		MaxBackoff: 2 * time.Minute,
 	}
 }
+
+// Work returns how much work the process has done so far, in any unit; it never decreases.
+type Work func() uint64
 
 // process is what the pacer reads and sets: the real process in the binary, a scripted one in
 // the tests, so that the policy is tested without depending on the clock or the machine's load.
@@ -60,7 +94,9 @@ type process interface {
 // Run paces the process by p until ctx ends, then puts it back on the default number of
 // processors (system_properties' go.maxprocs shows the number in force). It does nothing when
 // the process could not use more than one processor anyway or its CPU time cannot be read.
-func Run(ctx context.Context, p Policy) {
+// The process's work count, once it has one, comes on work (nil: none; then there are no
+// trials, see the package doc).
+func Run(ctx context.Context, p Policy, work <-chan Work) {
 	proc, ok := selfProcess()
 	if !ok || runtime.GOMAXPROCS(0) < 2 {
 		return
@@ -69,15 +105,17 @@ func Run(ctx context.Context, p Policy) {
 	defer t.Stop()
 	pc := newPacer(p, proc, time.Now())
 	defer pc.restore()
-	run(ctx, pc, t.C)
+	run(ctx, pc, t.C, work)
 }
 
 // run is Run's loop: it samples on every tick until ctx ends.
-func run(ctx context.Context, pc *pacer, tick <-chan time.Time) {
+func run(ctx context.Context, pc *pacer, tick <-chan time.Time, work <-chan Work) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case w := <-work:
+			pc.work, work = w, nil
 		case now := <-tick:
 			pc.sample(now)
 		}
@@ -93,10 +131,29 @@ type pacer struct {
 	prevCPU time.Duration // the CPU time it read
 	under   time.Duration // how long the use has stayed under Down, sample after sample
 	upAt    time.Time     // when the process last went back to the default (zero: never)
+
+	work    Work      // nil: no trials
+	hist    []mark    // work counts since the last change, oldest first, about Trial's worth
+	trial   *trial    // the change on trial; nil when none
+	nextTry time.Time // no trial starts before
+	backoff time.Duration
+}
+
+// mark is the work count at one sample.
+type mark struct {
+	at   time.Time
+	work uint64
+}
+
+// trial is a change of setting being tried: from is the work per second before it.
+type trial struct {
+	start time.Time
+	work  uint64
+	from  float64
 }
 
 func newPacer(p Policy, proc process, now time.Time) *pacer {
-	return &pacer{p: p, proc: proc, prevAt: now, prevCPU: proc.cpu()}
+	return &pacer{p: p, proc: proc, prevAt: now, prevCPU: proc.cpu(), backoff: p.Backoff}
 }
 
 // sample reads the CPU time used since the last sample and changes the number of processors if
@@ -110,23 +167,122 @@ func (pc *pacer) sample(now time.Time) (procs int, used float64, changed bool) {
 	}
 	used = (cpu - pc.prevCPU).Seconds() / elapsed.Seconds()
 	pc.prevAt, pc.prevCPU = now, cpu
+	if pc.work != nil {
+		pc.note(now)
+		if pc.trial != nil {
+			return pc.judge(now, used)
+		}
+	}
 	if pc.one {
 		if used < pc.p.Up {
 			return 0, used, false
 		}
+		if pc.work != nil {
+			// Busy on one processor: more may or may not do more work; a trial tells.
+			if !pc.mayTry(now) {
+				return 0, used, false
+			}
+			pc.startTrial(now)
+		}
 		pc.one, pc.upAt, pc.under = false, now, 0
-		return pc.proc.setOne(false), used, true
+		return pc.set(false), used, true
 	}
 	if used >= pc.p.Down {
 		pc.under = 0
-		return 0, used, false
+		if pc.work == nil || !pc.mayTry(now) || (!pc.upAt.IsZero() && now.Sub(pc.upAt) < pc.p.Hold) {
+			return 0, used, false
+		}
+		// Busy on the default: one processor may do as much; a trial tells.
+		pc.startTrial(now)
+		pc.one = true
+		return pc.set(true), used, true
 	}
 	pc.under += elapsed
 	if pc.under < pc.p.DownAfter || (!pc.upAt.IsZero() && now.Sub(pc.upAt) < pc.p.Hold) {
 		return 0, used, false
 	}
-	pc.one = true
-	return pc.proc.setOne(true), used, true
+	// Light: one processor, no trial needed; a load that comes back may try more at once.
+	pc.one, pc.backoff, pc.nextTry = true, pc.p.Backoff, now
+	return pc.set(true), used, true
+}
+
+// set changes the processors and starts the work history afresh.
+func (pc *pacer) set(one bool) int {
+	pc.hist = pc.hist[:0]
+	if pc.work != nil {
+		pc.hist = append(pc.hist, mark{pc.prevAt, pc.work()})
+	}
+	return pc.proc.setOne(one)
+}
+
+// note records the work count at now, keeping about Trial's worth.
+func (pc *pacer) note(now time.Time) {
+	pc.hist = append(pc.hist, mark{now, pc.work()})
+	drop := 0
+	for drop < len(pc.hist)-1 && now.Sub(pc.hist[drop+1].at) >= pc.p.Trial {
+		drop++
+	}
+	pc.hist = append(pc.hist[:0], pc.hist[drop:]...)
+}
+
+// rate is the work per second over the history, and whether it spans a whole Trial.
+func (pc *pacer) rate() (float64, bool) {
+	if len(pc.hist) < 2 {
+		return 0, false
+	}
+	first, last := pc.hist[0], pc.hist[len(pc.hist)-1]
+	span := last.at.Sub(first.at)
+	if span <= 0 {
+		return 0, false
+	}
+	return float64(last.work-first.work) / span.Seconds(), span >= pc.p.Trial
+}
+
+// mayTry reports whether a trial may start: none too recently, and a whole Trial of history on
+// the current setting to compare with.
+func (pc *pacer) mayTry(now time.Time) bool {
+	if now.Before(pc.nextTry) {
+		return false
+	}
+	_, full := pc.rate()
+	return full
+}
+
+// startTrial notes the work per second so far; the caller makes the change.
+func (pc *pacer) startTrial(now time.Time) {
+	from, _ := pc.rate()
+	pc.trial = &trial{start: now, work: pc.work(), from: from}
+}
+
+// judge ends the trial under way once it has run for Trial (or, to one processor, once half of
+// that shows the work collapsing): it keeps the new setting if it did enough work, else goes
+// back.
+func (pc *pacer) judge(now time.Time, used float64) (procs int, _ float64, changed bool) {
+	t := pc.trial
+	ran := now.Sub(t.start)
+	rate := float64(pc.work()-t.work) / ran.Seconds()
+	done := ran >= pc.p.Trial || (pc.one && ran >= pc.p.Trial/2 && rate < t.from*pc.p.Abort)
+	if !done {
+		return 0, used, false
+	}
+	pc.trial = nil
+	keep := rate >= t.from*pc.p.Gain
+	if pc.one {
+		keep = rate >= t.from*pc.p.Keep
+	}
+	if keep {
+		pc.backoff = pc.p.Backoff
+		pc.nextTry = now.Add(pc.backoff)
+		pc.under = 0
+		return 0, used, false
+	}
+	pc.nextTry = now.Add(pc.backoff)
+	pc.backoff = min(2*pc.backoff, pc.p.MaxBackoff)
+	pc.one, pc.under = !pc.one, 0
+	if !pc.one {
+		pc.upAt = now
+	}
+	return pc.set(pc.one), used, true
 }
 
 // restore puts the process back on the default if the pacer left it on one processor.

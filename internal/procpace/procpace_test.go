@@ -3,6 +3,7 @@ package procpace
 import (
 	"context"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -165,7 +166,7 @@ func TestRunStopsAndRestores(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		run(ctx, pc, tick)
+		run(ctx, pc, tick, nil)
 	}()
 	for range 30 { // 3 s idle: past DownAfter
 		now = now.Add(p.Interval)
@@ -207,3 +208,158 @@ func TestRealProcess(t *testing.T) {
 		t.Fatalf("setOne(false) reported %d, runtime has %d, default %d", n, runtime.GOMAXPROCS(0), want)
 	}
 }
+
+// workDriver is a driver whose process also counts work: perProc[n] is the work per second it
+// does on n processors (index 1 for one, 2 for the default), at the CPU rate the test sets.
+type workDriver struct {
+	*driver
+	done    uint64
+	perProc [3]float64
+}
+
+func newWorkDriver(t *testing.T, onOne, onDefault float64) *workDriver {
+	d := &workDriver{driver: newDriver(t), perProc: [3]float64{0, onOne, onDefault}}
+	d.pc.work = func() uint64 { return d.done }
+	return d
+}
+
+// run samples for dur at rate cores and returns the processors in force at each sample.
+func (d *workDriver) run(rate float64, dur time.Duration) []int {
+	var procs []int
+	for end := d.now.Add(dur); d.now.Before(end); {
+		d.now = d.now.Add(d.p.Interval)
+		d.proc.used += time.Duration(rate * float64(d.p.Interval))
+		d.done += uint64(d.perProc[d.proc.procs] * d.p.Interval.Seconds())
+		d.n++
+		d.pc.sample(d.now)
+		procs = append(procs, d.proc.procs)
+	}
+	return procs
+}
+
+// share is the fraction of samples on n processors.
+func share(procs []int, n int) float64 {
+	c := 0
+	for _, p := range procs {
+		if p == n {
+			c++
+		}
+	}
+	return float64(c) / float64(len(procs))
+}
+
+// TestTrialKeepsOneWhenMoreDoNotPay: a busy process that does the same work on either setting
+// ends up on one processor, and tries the default less and less often, never less often than
+// MaxBackoff.
+func TestTrialKeepsOneWhenMoreDoNotPay(t *testing.T) {
+	d := newWorkDriver(t, 20000, 20000)
+	first := d.run(1.0, d.p.Trial+2*d.p.Trial)
+	if first[len(first)-1] != 1 {
+		t.Fatalf("after a trial the process is on %d processors, want 1 (%v)", d.proc.procs, first)
+	}
+	procs := d.run(1.0, 10*time.Minute)
+	if s := share(procs, 1); s < 0.97 {
+		t.Fatalf("on one processor %.1f%% of the time, want at least 97%%", 100*s)
+	}
+	// Trials to the default go on, spaced by at most MaxBackoff, each back to one.
+	var starts []int
+	for i := 1; i < len(procs); i++ {
+		if procs[i] == 2 && procs[i-1] == 1 {
+			starts = append(starts, i)
+		}
+	}
+	if len(starts) < 5 {
+		t.Fatalf("%d trials in 10 minutes, want at least 5", len(starts))
+	}
+	for i := 1; i < len(starts); i++ {
+		gap := time.Duration(starts[i]-starts[i-1]) * d.p.Interval
+		if gap > d.p.MaxBackoff+2*d.p.Trial {
+			t.Fatalf("trials %v apart, more than MaxBackoff", gap)
+		}
+		if i >= 2 && gap < time.Duration(starts[i-1]-starts[i-2])*d.p.Interval && gap < d.p.MaxBackoff {
+			t.Fatalf("trials came closer together: %v", starts)
+		}
+	}
+}
+
+// TestTrialKeepsMoreWhenTheyPay: a busy process that does twice the work on the default keeps
+// it; a trial of one processor ends early when the work collapses.
+func TestTrialKeepsMoreWhenTheyPay(t *testing.T) {
+	d := newWorkDriver(t, 10000, 20000)
+	d.run(0.1, 3*time.Second) // light: one processor
+	d.expect(1, 1)
+	procs := d.run(1.0, 5*time.Minute)
+	if s := share(procs, 2); s < 0.97 {
+		t.Fatalf("on the default %.1f%% of the time, want at least 97%%", 100*s)
+	}
+	// Each trial of one processor ran half a Trial: the work fell under Abort. (The samples
+	// before the first change are the light load's one processor, not a trial.)
+	run, start := 0, 0
+	for procs[start] == 1 {
+		start++
+	}
+	for i, p := range procs[start:] {
+		switch {
+		case p == 1:
+			run++
+		case run > 0:
+			if want := int(d.p.Trial / 2 / d.p.Interval); run != want {
+				t.Fatalf("a trial of one processor ending at sample %d ran %d samples, want %d", i, run, want)
+			}
+			run = 0
+		}
+	}
+}
+
+// TestTrialFollowsTheLoad: when the work on the default stops paying, the process goes back
+// to one processor within MaxBackoff and a trial.
+func TestTrialFollowsTheLoad(t *testing.T) {
+	d := newWorkDriver(t, 10000, 20000)
+	if procs := d.run(1.0, time.Minute); procs[len(procs)-1] != 2 {
+		t.Fatalf("on %d processors while the default pays", d.proc.procs)
+	}
+	d.perProc[2] = 10000 // now one processor does as much
+	procs := d.run(1.0, d.p.MaxBackoff+3*d.p.Trial)
+	if procs[len(procs)-1] != 1 {
+		t.Fatalf("still on %d processors", d.proc.procs)
+	}
+}
+
+// TestRunTakesWork: Run's loop uses the work count it is handed: a busy process that does the
+// same work on one processor tries it and stays there.
+func TestRunTakesWork(t *testing.T) {
+	proc := &liveProcess{scriptedProcess: scriptedProcess{procs: 2, defaults: 2}}
+	p := Defaults()
+	now := time.Unix(1000, 0)
+	pc := newPacer(p, proc, now)
+	tick := make(chan time.Time)
+	work := make(chan Work, 1)
+	var done atomic.Uint64
+	work <- done.Load
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		run(ctx, pc, tick, work)
+	}()
+	for range 100 { // 10 s busy, with the same work on either setting
+		now = now.Add(p.Interval)
+		proc.usedNS.Add(int64(p.Interval))
+		done.Add(1000)
+		tick <- now
+		tick <- now // taken once the sample above is done; one at the same instant reads only the CPU time
+	}
+	cancel()
+	<-stopped
+	if proc.procs != 1 || len(proc.changes) == 0 {
+		t.Fatalf("on %d processors after changes %v; want one after a trial", proc.procs, proc.changes)
+	}
+}
+
+// liveProcess is a scriptedProcess whose CPU time the test advances while the pacer's loop runs.
+type liveProcess struct {
+	scriptedProcess
+	usedNS atomic.Int64
+}
+
+func (l *liveProcess) cpu() time.Duration { return time.Duration(l.usedNS.Load()) }
