@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/zkd-io/zkd/consensus"
+	"github.com/zkd-io/zkd/internal/metric"
 	"github.com/zkd-io/zkd/jute"
 )
 
@@ -102,6 +103,12 @@ func (s *Server) Stats() Stats {
 // (requests, replies and watch notifications); unlike the statistics, srst does not reset it.
 func (s *Server) Packets() uint64 {
 	return uint64(s.m.packetsReceived.Total() + s.m.packetsSent.Total())
+}
+
+// Latencies returns the running totals of every request's latency since the server started,
+// reads and writes together (srst does not reset them); metric.Snapshot.Since gives a window.
+func (s *Server) Latencies() metric.Snapshot {
+	return metric.Merge(s.m.read.Total(), s.m.update.Total())
 }
 
 // mode is standalone for a one-voter server, else leader or follower.

@@ -43,19 +43,19 @@ func main() {
 	}
 	// Likewise the number of processors, unless the operator chose GOMAXPROCS: one while the
 	// server is far from needing two (internal/procpace).
-	// The server's packet count, once it runs, lets the pacer compare the settings by the work
-	// done.
+	// The server's packet count and request latencies, once it runs, let the pacer compare the
+	// settings by the work done.
 	stopPace, started := func() {}, func(*server.Server) {}
 	if _, set := os.LookupEnv("GOMAXPROCS"); !set {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
-		work := make(chan procpace.Work, 1)
+		load := make(chan procpace.Load, 1)
 		go func() {
 			defer close(done)
-			procpace.Run(ctx, procpace.Defaults(), work)
+			procpace.Run(ctx, procpace.Defaults(), load)
 		}()
 		stopPace = func() { cancel(); <-done }
-		started = func(srv *server.Server) { work <- srv.Packets }
+		started = func(srv *server.Server) { load <- procpace.Load{Work: srv.Packets, Latency: srv.Latencies} }
 	}
 	code := runWith(os.Args[1:], os.Stdout, os.Stderr, started)
 	stopPace()

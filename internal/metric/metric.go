@@ -257,6 +257,21 @@ func (t Snapshot) Quantile(q float64) float64 {
 	return v / t.scale()
 }
 
+// Since returns the values observed between the running totals b and t (both from Total of one
+// Summary, b the earlier). It has no minimum or maximum.
+func (t Snapshot) Since(b Snapshot) Snapshot {
+	out := Snapshot{unit: t.unit, Buckets: make([]uint64, len(t.Buckets))}
+	for i, n := range t.Buckets {
+		if i < len(b.Buckets) {
+			n -= min(n, b.Buckets[i])
+		}
+		out.Buckets[i] = n
+		out.Count += n
+	}
+	out.Sum = t.Sum - min(t.Sum, b.Sum)
+	return out
+}
+
 // Merge returns the figures of a and b together (both of the same unit).
 func Merge(a, b Snapshot) Snapshot {
 	out := Snapshot{unit: a.unit, Count: a.Count + b.Count, Sum: a.Sum + b.Sum, Buckets: make([]uint64, numBuckets)}

@@ -12,14 +12,18 @@
 // A server that needs more than one core gets them back within one sample (for a trial, when it
 // has a work count: below).
 //
-// Given a count of the work the process does (Run's work channel; zkd counts client packets),
-// the pacer also tries the other setting under a steady load and keeps whichever does more
-// work. On a busy machine more processors often do not: the spinning then takes CPU from the
-// process's own clients or peers, and one processor does as much work or more for a quarter to a
-// third less CPU (scripts/bench/ab.sh on the project's 2-core machine, zkbench's create: 20.9k
-// and 22.3k per second at 50 and 47 µs of server CPU per write on two processors against 27.4k
-// and 24.6k at 32 and 34 µs on one), at the price of a longer tail (p99.9 10 against 6 ms).
-// Where more processors do pay (more work per second by Gain or more), the trial keeps them.
+// Given a count of the work the process does (Run's load channel; zkd counts client packets),
+// the pacer also tries the other setting under a steady load and keeps whichever does more work,
+// or, with the latencies of that work, as much work with a tail that is not longer. On a busy
+// machine more processors often do not do more: the spinning then takes CPU from the process's
+// own clients or peers, and one processor does as much work or more for a quarter to a third
+// less CPU (scripts/bench/ab.sh on the project's 2-core machine, zkbench's setData with
+// GOMAXPROCS fixed: 21.9k and 23.2k per second at 44 and 41 µs of server CPU per write on two
+// processors, 30.1k and 30.5k at 25 and 25 µs on one; p99 1.5 against 1.0 ms, p99.9 2.8 against
+// 3.7-4.2 ms). Where more processors do pay (more work per second by Gain or more, or a 99th
+// percentile shorter by TailSlack), the trial keeps them. A busy process whose live heap grows
+// (zkbench's create, which adds nodes) stays on the default: its frequent collections would
+// share the one processor with the requests (create's p99 went from 1.6-1.9 to 2.6-3.0 ms).
 //
 // The number of processors is a setting of the whole process: only a program's main package
 // should run a pacer, once, and not when the operator set GOMAXPROCS.
@@ -28,7 +32,10 @@ package procpace
 import (
 	"context"
 	"runtime"
+	"runtime/metrics"
 	"time"
+
+	"github.com/zkd-io/zkd/internal/metric"
 )
 
 // Policy says when the pacer changes the number of processors.
@@ -52,9 +59,19 @@ type Policy struct {
 	// processor is kept if it did at least Keep times the work the default did. A trial to one
 	// processor that falls under Abort times the work before ends after Trial/2. After a trial
 	// the next waits Backoff, doubled after every trial that changed nothing, up to MaxBackoff.
+	// With latencies, one processor is kept only if its 99th percentile is at most TailSlack
+	// times the default's, and the default is also kept if it did the work one processor did
+	// with a 99th percentile TailSlack times shorter.
+	// A busy process whose live heap grows over Trial by more than HeapGrowth of it and by more
+	// than HeapFloor bytes is not put on one processor, and leaves it for the default: the
+	// collector's marking, frequent then, would share the one processor with the work and
+	// lengthen its tail. (The floor keeps a small heap's ups and downs from counting.)
 	Trial      time.Duration
 	Gain       float64
 	Keep       float64
+	TailSlack  float64
+	HeapGrowth float64
+	HeapFloor  uint64
 	Abort      float64
 	Backoff    time.Duration
 	MaxBackoff time.Duration
@@ -75,14 +92,22 @@ func Defaults() Policy {
 		Trial:      2 * time.Second,
 		Gain:       1.1,
 		Keep:       1.0,
+		TailSlack:  1.25,
+		HeapGrowth: 0.1,
+		HeapFloor:  4 << 20,
 		Abort:      0.75,
 		Backoff:    15 * time.Second,
 		MaxBackoff: 2 * time.Minute,
 	}
 }
 
-// Work returns how much work the process has done so far, in any unit; it never decreases.
-type Work func() uint64
+// Load is what the pacer learns of the process's work: Work returns how much it has done so far,
+// in any unit, and never decreases; Latency, if not nil, returns the running totals of the
+// latencies of that work (a metric.Summary's Total).
+type Load struct {
+	Work    func() uint64
+	Latency func() metric.Snapshot
+}
 
 // process is what the pacer reads and sets: the real process in the binary, a scripted one in
 // the tests, so that the policy is tested without depending on the clock or the machine's load.
@@ -94,9 +119,9 @@ type process interface {
 // Run paces the process by p until ctx ends, then puts it back on the default number of
 // processors (system_properties' go.maxprocs shows the number in force). It does nothing when
 // the process could not use more than one processor anyway or its CPU time cannot be read.
-// The process's work count, once it has one, comes on work (nil: none; then there are no
-// trials, see the package doc).
-func Run(ctx context.Context, p Policy, work <-chan Work) {
+// What it learns of the process's work, once there is any, comes on load (nil: nothing; then
+// there are no trials, see the package doc).
+func Run(ctx context.Context, p Policy, load <-chan Load) {
 	proc, ok := selfProcess()
 	if !ok || runtime.GOMAXPROCS(0) < 2 {
 		return
@@ -104,18 +129,19 @@ func Run(ctx context.Context, p Policy, work <-chan Work) {
 	t := time.NewTicker(p.Interval)
 	defer t.Stop()
 	pc := newPacer(p, proc, time.Now())
+	pc.heap = liveHeap()
 	defer pc.restore()
-	run(ctx, pc, t.C, work)
+	run(ctx, pc, t.C, load)
 }
 
 // run is Run's loop: it samples on every tick until ctx ends.
-func run(ctx context.Context, pc *pacer, tick <-chan time.Time, work <-chan Work) {
+func run(ctx context.Context, pc *pacer, tick <-chan time.Time, load <-chan Load) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case w := <-work:
-			pc.work, work = w, nil
+		case l := <-load:
+			pc.work, pc.latency, load = l.Work, l.Latency, nil
 		case now := <-tick:
 			pc.sample(now)
 		}
@@ -132,24 +158,29 @@ type pacer struct {
 	under   time.Duration // how long the use has stayed under Down, sample after sample
 	upAt    time.Time     // when the process last went back to the default (zero: never)
 
-	work    Work      // nil: no trials
-	hist    []mark    // work counts since the last change, oldest first, about Trial's worth
-	trial   *trial    // the change on trial; nil when none
-	nextTry time.Time // no trial starts before
+	work    func() uint64          // nil: no trials
+	latency func() metric.Snapshot // nil: trials by work alone
+	heap    func() uint64          // the live heap's size; nil: not watched
+	hist    []mark                 // work since the last change, oldest first, about Trial's worth
+	trial   *trial                 // the change on trial; nil when none
+	nextTry time.Time              // no trial starts before
 	backoff time.Duration
 }
 
-// mark is the work count at one sample.
+// mark is the work count, and the latency totals, at one sample.
 type mark struct {
 	at   time.Time
 	work uint64
+	lat  metric.Snapshot
+	heap uint64
 }
 
-// trial is a change of setting being tried: from is the work per second before it.
+// trial is a change of setting being tried: from is the work per second before it, and tail
+// the 99th percentile of its latency (0: unknown).
 type trial struct {
-	start time.Time
-	work  uint64
+	start mark
 	from  float64
+	tail  float64
 }
 
 func newPacer(p Policy, proc process, now time.Time) *pacer {
@@ -174,6 +205,11 @@ func (pc *pacer) sample(now time.Time) (procs int, used float64, changed bool) {
 		}
 	}
 	if pc.one {
+		if pc.work != nil && used >= pc.p.Down && pc.heapGrows() {
+			// Busy with a growing heap: the default, without a trial (see HeapGrowth).
+			pc.one, pc.upAt, pc.under = false, now, 0
+			return pc.set(false), used, true
+		}
 		if used < pc.p.Up {
 			return 0, used, false
 		}
@@ -189,7 +225,7 @@ func (pc *pacer) sample(now time.Time) (procs int, used float64, changed bool) {
 	}
 	if used >= pc.p.Down {
 		pc.under = 0
-		if pc.work == nil || !pc.mayTry(now) || (!pc.upAt.IsZero() && now.Sub(pc.upAt) < pc.p.Hold) {
+		if pc.work == nil || !pc.mayTry(now) || pc.heapGrows() || (!pc.upAt.IsZero() && now.Sub(pc.upAt) < pc.p.Hold) {
 			return 0, used, false
 		}
 		// Busy on the default: one processor may do as much; a trial tells.
@@ -210,14 +246,42 @@ func (pc *pacer) sample(now time.Time) (procs int, used float64, changed bool) {
 func (pc *pacer) set(one bool) int {
 	pc.hist = pc.hist[:0]
 	if pc.work != nil {
-		pc.hist = append(pc.hist, mark{pc.prevAt, pc.work()})
+		pc.hist = append(pc.hist, pc.mark(pc.prevAt))
 	}
 	return pc.proc.setOne(one)
 }
 
+// mark reads the work count and latency totals.
+func (pc *pacer) mark(now time.Time) mark {
+	m := mark{at: now, work: pc.work()}
+	if pc.latency != nil {
+		m.lat = pc.latency()
+	}
+	if pc.heap != nil {
+		m.heap = pc.heap()
+	}
+	return m
+}
+
+// growing reports whether the live heap grew by more than HeapGrowth and HeapFloor between two
+// marks.
+func (pc *pacer) growing(from, to mark) bool {
+	return to.heap > from.heap+pc.p.HeapFloor && float64(to.heap) > float64(from.heap)*(1+pc.p.HeapGrowth)
+}
+
+// heapGrows reports whether the live heap grew by more than HeapGrowth over a whole Trial of
+// history.
+func (pc *pacer) heapGrows() bool {
+	_, full := pc.rate()
+	return full && pc.growing(pc.hist[0], pc.hist[len(pc.hist)-1])
+}
+
+// tail is the 99th percentile of the latencies between two marks (0: none).
+func tail(from, to mark) float64 { return to.lat.Since(from.lat).Quantile(0.99) }
+
 // note records the work count at now, keeping about Trial's worth.
 func (pc *pacer) note(now time.Time) {
-	pc.hist = append(pc.hist, mark{now, pc.work()})
+	pc.hist = append(pc.hist, pc.mark(now))
 	drop := 0
 	for drop < len(pc.hist)-1 && now.Sub(pc.hist[drop+1].at) >= pc.p.Trial {
 		drop++
@@ -248,10 +312,11 @@ func (pc *pacer) mayTry(now time.Time) bool {
 	return full
 }
 
-// startTrial notes the work per second so far; the caller makes the change.
+// startTrial notes the work per second and the tail so far; the caller makes the change.
 func (pc *pacer) startTrial(now time.Time) {
 	from, _ := pc.rate()
-	pc.trial = &trial{start: now, work: pc.work(), from: from}
+	last := pc.hist[len(pc.hist)-1]
+	pc.trial = &trial{start: last, from: from, tail: tail(pc.hist[0], last)}
 }
 
 // judge ends the trial under way once it has run for Trial (or, to one processor, once half of
@@ -259,16 +324,21 @@ func (pc *pacer) startTrial(now time.Time) {
 // back.
 func (pc *pacer) judge(now time.Time, used float64) (procs int, _ float64, changed bool) {
 	t := pc.trial
-	ran := now.Sub(t.start)
-	rate := float64(pc.work()-t.work) / ran.Seconds()
+	end := pc.hist[len(pc.hist)-1]
+	ran := now.Sub(t.start.at)
+	rate := float64(end.work-t.start.work) / ran.Seconds()
 	done := ran >= pc.p.Trial || (pc.one && ran >= pc.p.Trial/2 && rate < t.from*pc.p.Abort)
 	if !done {
 		return 0, used, false
 	}
 	pc.trial = nil
-	keep := rate >= t.from*pc.p.Gain
+	newTail := tail(t.start, end)
+	known := t.tail > 0 && newTail > 0
+	var keep bool
 	if pc.one {
-		keep = rate >= t.from*pc.p.Keep
+		keep = rate >= t.from*pc.p.Keep && (!known || newTail <= t.tail*pc.p.TailSlack) && !pc.growing(t.start, end)
+	} else {
+		keep = rate >= t.from*pc.p.Gain || (known && rate >= t.from*pc.p.Keep && newTail*pc.p.TailSlack <= t.tail)
 	}
 	if keep {
 		pc.backoff = pc.p.Backoff
@@ -307,4 +377,18 @@ func (runtimeProcs) setOne(one bool) int {
 		runtime.SetDefaultGOMAXPROCS()
 	}
 	return runtime.GOMAXPROCS(0)
+}
+
+// liveHeap returns a reader of the heap the last collection found live, or nil if the runtime
+// does not report it.
+func liveHeap() func() uint64 {
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return nil
+	}
+	return func() uint64 {
+		metrics.Read(s)
+		return s[0].Value.Uint64()
+	}
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/zkd-io/zkd/internal/metric"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -215,11 +217,22 @@ type workDriver struct {
 	*driver
 	done    uint64
 	perProc [3]float64
+	// With latencies: every sample observes 100 latencies, all of latOn[n] µs on n processors.
+	lat   *metric.Summary
+	latOn [3]uint64
 }
 
 func newWorkDriver(t *testing.T, onOne, onDefault float64) *workDriver {
 	d := &workDriver{driver: newDriver(t), perProc: [3]float64{0, onOne, onDefault}}
 	d.pc.work = func() uint64 { return d.done }
+	return d
+}
+
+// withLatency makes the process report latencies of onOne and onDefault µs.
+func (d *workDriver) withLatency(onOne, onDefault uint64) *workDriver {
+	d.lat = metric.NewSummary(metric.Millis)
+	d.latOn = [3]uint64{0, onOne, onDefault}
+	d.pc.latency = d.lat.Total
 	return d
 }
 
@@ -230,6 +243,11 @@ func (d *workDriver) run(rate float64, dur time.Duration) []int {
 		d.now = d.now.Add(d.p.Interval)
 		d.proc.used += time.Duration(rate * float64(d.p.Interval))
 		d.done += uint64(d.perProc[d.proc.procs] * d.p.Interval.Seconds())
+		if d.lat != nil {
+			for range 100 {
+				d.lat.Observe(d.latOn[d.proc.procs])
+			}
+		}
 		d.n++
 		d.pc.sample(d.now)
 		procs = append(procs, d.proc.procs)
@@ -333,9 +351,9 @@ func TestRunTakesWork(t *testing.T) {
 	now := time.Unix(1000, 0)
 	pc := newPacer(p, proc, now)
 	tick := make(chan time.Time)
-	work := make(chan Work, 1)
+	work := make(chan Load, 1)
 	var done atomic.Uint64
-	work <- done.Load
+	work <- Load{Work: done.Load}
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan struct{})
 	go func() {
@@ -363,3 +381,71 @@ type liveProcess struct {
 }
 
 func (l *liveProcess) cpu() time.Duration { return time.Duration(l.usedNS.Load()) }
+
+// TestTrialWeighsTheTail: one processor that does the same work with a 99th percentile twice
+// the default's is not kept; one whose tail is no longer is; and the default is kept over one
+// processor when it shortens the tail that much, though it does no more work.
+func TestTrialWeighsTheTail(t *testing.T) {
+	d := newWorkDriver(t, 20000, 20000).withLatency(4000, 2000)
+	if procs := d.run(1.0, 5*time.Minute); share(procs, 2) < 0.95 {
+		t.Fatalf("on the default %.1f%% of the time with a tail twice as long on one, want 95%%", 100*share(procs, 2))
+	}
+	d = newWorkDriver(t, 20000, 20000).withLatency(2100, 2000)
+	if procs := d.run(1.0, 5*time.Minute); share(procs, 1) < 0.95 {
+		t.Fatalf("on one processor %.1f%% of the time with the same work and tail, want 95%%", 100*share(procs, 1))
+	}
+	d = newWorkDriver(t, 20000, 20000).withLatency(4000, 2000)
+	d.run(0.1, 3*time.Second) // light: one processor
+	d.expect(1, 1)
+	if procs := d.run(1.0, 5*time.Minute); share(procs, 2) < 0.95 {
+		t.Fatalf("on the default %.1f%% of the time after a light start, want 95%%", 100*share(procs, 2))
+	}
+}
+
+// TestSnapshotSince: the latencies between two running totals.
+func TestSnapshotSince(t *testing.T) {
+	s := metric.NewSummary(metric.Millis)
+	for range 50 {
+		s.Observe(100)
+	}
+	before := s.Total()
+	for range 99 {
+		s.Observe(1000)
+	}
+	s.Observe(50000)
+	w := s.Total().Since(before)
+	if w.Count != 100 || w.Quantile(0.5) < 0.9 || w.Quantile(0.5) > 1.1 || w.Quantile(1) < 40 {
+		t.Fatalf("window: count %d, p50 %v ms, max %v ms", w.Count, w.Quantile(0.5), w.Quantile(1))
+	}
+}
+
+// TestGrowingHeapKeepsTheDefault: a busy process whose live heap grows is neither tried on one
+// processor nor left there, though one would do the same work.
+func TestGrowingHeapKeepsTheDefault(t *testing.T) {
+	d := newWorkDriver(t, 20000, 20000)
+	heap := float64(64 << 20)
+	grow := 0.0 // per sample
+	d.pc.heap = func() uint64 { heap *= 1 + grow; return uint64(heap) }
+	grow = 0.01 // about 10% a second
+	if procs := d.run(1.0, time.Minute); share(procs, 2) != 1 {
+		t.Fatalf("on one processor %.1f%% of the time while the heap grows", 100*share(procs, 1))
+	}
+	grow = 0
+	if procs := d.run(1.0, time.Minute); procs[len(procs)-1] != 1 {
+		t.Fatalf("on %d processors once the heap is steady, want one", d.proc.procs)
+	}
+	grow = 0.01
+	if procs := d.run(1.0, 2*d.p.Trial); procs[len(procs)-1] != 2 {
+		t.Fatalf("still on one processor %v after the heap grew for 2 Trials", 2*d.p.Trial)
+	}
+}
+
+// TestSmallHeapUpsAndDowns: a small heap's swings of a few MiB do not count as growth.
+func TestSmallHeapUpsAndDowns(t *testing.T) {
+	d := newWorkDriver(t, 20000, 20000)
+	i := 0
+	d.pc.heap = func() uint64 { i++; return uint64(2<<20 + (i%7)<<19) } // 2 to 5 MiB
+	if procs := d.run(1.0, time.Minute); procs[len(procs)-1] != 1 {
+		t.Fatalf("on %d processors: a small heap's swings counted as growth", d.proc.procs)
+	}
+}
