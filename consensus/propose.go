@@ -429,6 +429,15 @@ func (n *Node) leaderApply(entry []byte) (raft.ApplyFuture, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
+	return n.leaderApplyPeeked(entry, h)
+}
+
+// leaderApplyPeeked is leaderApply for an entry whose header the caller has read already.
+func (n *Node) leaderApplyPeeked(entry []byte, h entryHeader) (raft.ApplyFuture, error) {
+	if n.raft.State() != raft.Leader {
+		return nil, ErrNotLeader
+	}
+	var err error
 	if h.op != jute.OpCloseSession && clientWriteOp(h.op) && n.diskFull.Load() {
 		return nil, ErrDiskFull
 	}

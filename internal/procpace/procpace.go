@@ -205,15 +205,12 @@ func (pc *pacer) sample(now time.Time) (procs int, used float64, changed bool) {
 		}
 	}
 	if pc.one {
-		if pc.work != nil && used >= pc.p.Down && pc.heapGrows() {
+		switch {
+		case pc.work != nil && used >= pc.p.Down && pc.heapGrows():
 			// Busy with a growing heap: the default, without a trial (see HeapGrowth).
-			pc.one, pc.upAt, pc.under = false, now, 0
-			return pc.set(false), used, true
-		}
-		if used < pc.p.Up {
+		case used < pc.p.Up:
 			return 0, used, false
-		}
-		if pc.work != nil {
+		case pc.work != nil:
 			// Busy on one processor: more may or may not do more work; a trial tells.
 			if !pc.mayTry(now) {
 				return 0, used, false
@@ -246,13 +243,13 @@ func (pc *pacer) sample(now time.Time) (procs int, used float64, changed bool) {
 func (pc *pacer) set(one bool) int {
 	pc.hist = pc.hist[:0]
 	if pc.work != nil {
-		pc.hist = append(pc.hist, pc.mark(pc.prevAt))
+		pc.hist = append(pc.hist, pc.read(pc.prevAt))
 	}
 	return pc.proc.setOne(one)
 }
 
-// mark reads the work count and latency totals.
-func (pc *pacer) mark(now time.Time) mark {
+// read takes a mark: the work count, latency totals and live heap at now.
+func (pc *pacer) read(now time.Time) mark {
 	m := mark{at: now, work: pc.work()}
 	if pc.latency != nil {
 		m.lat = pc.latency()
@@ -281,7 +278,7 @@ func tail(from, to mark) float64 { return to.lat.Since(from.lat).Quantile(0.99) 
 
 // note records the work count at now, keeping about Trial's worth.
 func (pc *pacer) note(now time.Time) {
-	pc.hist = append(pc.hist, pc.mark(now))
+	pc.hist = append(pc.hist, pc.read(now))
 	drop := 0
 	for drop < len(pc.hist)-1 && now.Sub(pc.hist[drop+1].at) >= pc.p.Trial {
 		drop++
@@ -320,8 +317,8 @@ func (pc *pacer) startTrial(now time.Time) {
 }
 
 // judge ends the trial under way once it has run for Trial (or, to one processor, once half of
-// that shows the work collapsing): it keeps the new setting if it did enough work, else goes
-// back.
+// that shows the work collapsing): it keeps the new setting if its work, tail and heap pass the
+// Policy's tests, else goes back.
 func (pc *pacer) judge(now time.Time, used float64) (procs int, _ float64, changed bool) {
 	t := pc.trial
 	end := pc.hist[len(pc.hist)-1]
