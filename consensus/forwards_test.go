@@ -2,6 +2,7 @@ package consensus
 
 import (
 	"bufio"
+	"bytes"
 	"net"
 	"runtime"
 	"sync/atomic"
@@ -9,6 +10,9 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/zkd-io/zkd/internal/sockwrite"
+	"github.com/zkd-io/zkd/internal/zktest"
 )
 
 // stuckFuture is a raft future that resolves with err once release is closed.
@@ -201,5 +205,91 @@ func TestForwardAbandoned(t *testing.T) {
 	r.n.flushForwards()
 	if len(r.frames) != 0 {
 		t.Fatalf("%d answers after the connection ended", len(r.frames))
+	}
+}
+
+// TestForwardAnswersInline: on a plain socket the answers of a batch leave from the FSM's own
+// flush, without the writer: here no writer runs at all, and they still arrive.
+func TestForwardAnswersInline(t *testing.T) {
+	if !sockwrite.Supported {
+		t.Skip("no non-blocking socket writes on this platform")
+	}
+	local, peer := zktest.TCPPair(t)
+	n := &Node{log: testLogger(t), stop: make(chan struct{}), fwd: newForwards()}
+	out := newRPCReplies(local)
+	if out.raw == nil {
+		t.Fatal("a TCP connection has no raw socket")
+	}
+	never := &stuckFuture{release: make(chan struct{})}
+	for i := uint64(1); i <= 3; i++ {
+		w := &forwarded{key: forwardKey{"f", i}, id: 10 + i, out: out, fut: never, at: time.Now()}
+		n.fwd.add(w)
+	}
+	for i := uint64(1); i <= 3; i++ {
+		n.forwardApplied("f", i, 70+i, 2)
+	}
+	n.flushForwards()
+	_ = peer.SetReadDeadline(time.Now().Add(10 * time.Second)) // a failure, not a hang
+	br := bufio.NewReader(peer)
+	for i := uint64(1); i <= 3; i++ {
+		id, status, payload, err := readFrame(br)
+		if err != nil {
+			t.Fatalf("answer %d: %v (the flush left it to a writer that does not run)", i, err)
+		}
+		var m commitMsg
+		if err := decodeMsg(payload, &m); err != nil || id != 10+i || status != statusOK || m.Index != 70+i || m.Term != 2 {
+			t.Fatalf("answer %d: id %d status %d %+v (%v)", i, id, status, m, err)
+		}
+	}
+	if len(out.wake) > 0 {
+		t.Fatal("the writer was woken although everything was written")
+	}
+}
+
+// TestForwardFlushFullSocket: when the peer does not read, the FSM's flush writes what the
+// socket takes and returns; the writer sends the rest once the peer reads, every frame whole and
+// in order.
+func TestForwardFlushFullSocket(t *testing.T) {
+	if !sockwrite.Supported {
+		t.Skip("no non-blocking socket writes on this platform")
+	}
+	local, peer := zktest.TCPPair(t)
+	n := &Node{log: testLogger(t), stop: make(chan struct{}), fwd: newForwards()}
+	out := newRPCReplies(local)
+	const frames, size = 256, 64 << 10 // 16 MiB: more than loopback socket buffers hold
+	payload := func(i int) []byte {
+		b := make([]byte, size)
+		for j := range b {
+			b[j] = byte(i + j)
+		}
+		return b
+	}
+	for i := range frames {
+		out.queue(uint64(i+1), statusOK, payload(i))
+	}
+	out.flush() // must not wait for the peer
+	out.mu.Lock()
+	left, writing := len(out.mu.buf), out.mu.writing
+	out.mu.Unlock()
+	if total := frames * (13 + size); left == 0 || left >= total || writing {
+		t.Fatalf("after the flush: %d of %d bytes queued, writing %v; want part written, the rest queued and no write claimed", left, total, writing)
+	}
+	if len(out.wake) == 0 {
+		t.Fatal("the flush left frames without waking the writer")
+	}
+	if !n.goTracked(func() { n.runReplies(out) }) {
+		t.Fatal("goTracked refused")
+	}
+	defer func() { close(n.stop); n.wg.Wait() }()
+	_ = peer.SetReadDeadline(time.Now().Add(30 * time.Second))
+	br := bufio.NewReader(peer)
+	for i := range frames {
+		id, status, got, err := readFrame(br)
+		if err != nil {
+			t.Fatalf("frame %d: %v", i, err)
+		}
+		if id != uint64(i+1) || status != statusOK || !bytes.Equal(got, payload(i)) {
+			t.Fatalf("frame %d: id %d status %d, %d bytes; want id %d and its payload", i, id, status, len(got), i+1)
+		}
 	}
 }

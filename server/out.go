@@ -7,6 +7,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/zkd-io/zkd/internal/sockwrite"
 	"github.com/zkd-io/zkd/jute"
 )
 
@@ -63,9 +64,7 @@ func newOutQueue(limit int) *outQueue {
 // and flush.
 func (q *outQueue) setSink(nc net.Conn, writeTimeout time.Duration, sent func(bytes int), written func([]*request, time.Time)) {
 	q.nc, q.writeTimeout, q.sent, q.written = nc, writeTimeout, sent, written
-	if sc, ok := nc.(syscall.Conn); ok && inlineWrites {
-		q.raw, _ = sc.SyscallConn()
-	}
+	q.raw = sockwrite.RawConn(nc)
 }
 
 func (q *outQueue) signal() {
@@ -161,7 +160,7 @@ func (q *outQueue) write(buf []byte, timed []*request, inline bool) error {
 	var n int
 	var err error
 	if inline {
-		n, err = tryWrite(q.raw, buf)
+		n, err = sockwrite.TryWrite(q.raw, buf)
 	} else {
 		if q.writeTimeout > 0 {
 			_ = q.nc.SetWriteDeadline(time.Now().Add(q.writeTimeout))

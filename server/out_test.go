@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zkd-io/zkd/internal/sockwrite"
+	"github.com/zkd-io/zkd/internal/zktest"
 	"github.com/zkd-io/zkd/jute"
 )
 
@@ -153,32 +155,6 @@ type recordingConn struct {
 func (r *recordingConn) Write(b []byte) (int, error) { r.writes++; return r.buf.Write(b) }
 func (r *recordingConn) Close() error                { return nil }
 
-// tcpPair returns the two ends of a loopback TCP connection: the executor writes inline only
-// to a real socket.
-func tcpPair(t *testing.T) (srv, cli net.Conn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, _ := ln.Accept()
-		accepted <- c
-	}()
-	cli, err = net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv = <-accepted
-	if srv == nil {
-		t.Fatal("accept failed")
-	}
-	t.Cleanup(func() { srv.Close(); cli.Close() })
-	return srv, cli
-}
-
 // framesFrom reads n frames of up to max bytes from r.
 func framesFrom(t *testing.T, r io.Reader, n, max int) [][]byte {
 	t.Helper()
@@ -198,10 +174,10 @@ func framesFrom(t *testing.T, r io.Reader, n, max int) [][]byte {
 // client end; it skips the test where the executor cannot write inline.
 func inlineQueue(t *testing.T, limit int) (*outQueue, net.Conn) {
 	t.Helper()
-	if !inlineWrites {
+	if !sockwrite.Supported {
 		t.Skip("no inline writes on this platform")
 	}
-	srv, cli := tcpPair(t)
+	srv, cli := zktest.TCPPair(t)
 	q := newOutQueue(limit)
 	q.setSink(srv, 0, nil, nil)
 	return q, cli
@@ -274,7 +250,7 @@ func TestOutQueueStalledFlushHandsOverToWriter(t *testing.T) {
 // than both, inline writes are often partial, and any overlap would interleave frames. Together
 // they write every frame once, each source's in order.
 func TestOutQueueFlushAndWriterTakeTurns(t *testing.T) {
-	srv, cli := tcpPair(t)
+	srv, cli := zktest.TCPPair(t)
 	guard := &exclusiveConn{Conn: srv}
 	q := newOutQueue(1 << 30)
 	q.setSink(guard, 0, nil, nil)
@@ -327,7 +303,7 @@ func TestOutQueueFlushAndWriterTakeTurns(t *testing.T) {
 		}
 		last[xid%2 == 0] = xid
 	}
-	if inlineWrites && guard.inline.Load() == 0 {
+	if sockwrite.Supported && guard.inline.Load() == 0 {
 		t.Fatal("no inline write was made")
 	}
 	if o := guard.overlaps.Load(); o != 0 {

@@ -1,16 +1,16 @@
 //go:build unix
 
-package server
+package sockwrite
 
 import "syscall"
 
-// inlineWrites says whether the executor may write its replies itself (flush).
-const inlineWrites = true
+// Supported says whether TryWrite works on this platform.
+const Supported = true
 
-// tryWrite writes as much of b to the socket as it takes without waiting and returns how much
+// TryWrite writes as much of b to the socket as it takes without waiting and returns how much
 // that was: on a full socket buffer it returns what was written so far, with no error, instead
 // of waiting for room as net.Conn's Write does.
-func tryWrite(rc syscall.RawConn, b []byte) (int, error) {
+func TryWrite(rc syscall.RawConn, b []byte) (int, error) {
 	var n int
 	var werr error
 	err := rc.Write(func(fd uintptr) bool {
