@@ -148,7 +148,13 @@
 // leader 15% of a core and each follower 5%, against 4% and 1.4% now), and a buffered apply channel (BatchApplyCh) so forwarded writes join the
 // leader's group commits: writes resume about a second after a leader dies. Raft's AppendEntries
 // pipelining is off (MaxRPCsInFlight 1): on a LAN it gains little, and v1.7.3's pipeline can
-// wedge replication when its connection fails mid-stream.
+// wedge replication when its connection fails mid-stream. Measured on the project's 2-core test
+// machine (3 nodes, zkbench create, 32 clients): with 4 in flight, and even with the follower
+// storing the requests queued on its connection together (1.2 per fsync), the leader's time from
+// appending an entry to applying it stayed at 1.4-1.6 ms, as without. What bounds it there is
+// the time a message takes to wake its receiver while four processes share two cores: a
+// heartbeat, which a follower answers without its Raft loop, took 1.3 ms there and back, against
+// 0.36 ms for a follower to handle an AppendEntries, fsync included.
 //
 // # Concurrency and locks
 //
