@@ -243,8 +243,7 @@ func (n *Node) runReplies(o *rpcReplies) {
 			if err != nil {
 				o.conn.Close()
 				o.close()
-				o.wrote(buf, n)
-				return
+				return // the write stays claimed: a flush will not try the dead socket
 			}
 			if o.wrote(buf, n) {
 				o.signal()

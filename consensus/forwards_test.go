@@ -208,15 +208,22 @@ func TestForwardAbandoned(t *testing.T) {
 	}
 }
 
-// TestForwardAnswersInline: on a plain socket the answers of a batch leave from the FSM's own
-// flush, without the writer: here no writer runs at all, and they still arrive.
-func TestForwardAnswersInline(t *testing.T) {
+// socketRig is a node's answering side of one cluster RPC connection on a real loopback socket,
+// with no writer goroutine started; peer is the other end.
+func socketRig(t *testing.T) (*Node, *rpcReplies, net.Conn) {
+	t.Helper()
 	if !sockwrite.Supported {
 		t.Skip("no non-blocking socket writes on this platform")
 	}
 	local, peer := zktest.TCPPair(t)
 	n := &Node{log: testLogger(t), stop: make(chan struct{}), fwd: newForwards()}
-	out := newRPCReplies(local)
+	return n, newRPCReplies(local), peer
+}
+
+// TestForwardAnswersInline: on a plain socket the answers of a batch leave from the FSM's own
+// flush, without the writer: here no writer runs at all, and they still arrive.
+func TestForwardAnswersInline(t *testing.T) {
+	n, out, peer := socketRig(t)
 	if out.raw == nil {
 		t.Fatal("a TCP connection has no raw socket")
 	}
@@ -250,12 +257,7 @@ func TestForwardAnswersInline(t *testing.T) {
 // socket takes and returns; the writer sends the rest once the peer reads, every frame whole and
 // in order.
 func TestForwardFlushFullSocket(t *testing.T) {
-	if !sockwrite.Supported {
-		t.Skip("no non-blocking socket writes on this platform")
-	}
-	local, peer := zktest.TCPPair(t)
-	n := &Node{log: testLogger(t), stop: make(chan struct{}), fwd: newForwards()}
-	out := newRPCReplies(local)
+	n, out, peer := socketRig(t)
 	const frames, size = 256, 64 << 10 // 16 MiB: more than loopback socket buffers hold
 	payload := func(i int) []byte {
 		b := make([]byte, size)
