@@ -327,3 +327,53 @@ func TestZkdBinaryOldPeers(t *testing.T) {
 		t.Fatalf("the old peer refused %d binary requests; want exactly the first", n)
 	}
 }
+
+// Whatever a peer sends, reading it as a binary AppendEntries (or an answer to one) is an error
+// or a value that, written again, reads back the same.
+func FuzzAppendEntriesBinary(f *testing.F) {
+	for _, req := range []*AppendEntriesRequest{
+		{Term: 1},
+		{RPCHeader: RPCHeader{ID: []byte("n1"), Addr: []byte("a:1")}, Term: 3, PrevLogEntry: 9, PrevLogTerm: 2, LeaderCommitIndex: 9,
+			Entries: []*Log{{Index: 10, Term: 3, Data: []byte("x"), AppendedAt: time.Unix(5, 6)}, {Index: 11, Term: 3, Data: []byte{}, Extensions: []byte{1}}}},
+	} {
+		var buf bytes.Buffer
+		w := bufio.NewWriter(&buf)
+		writeAppendEntriesBin(w, req)
+		w.Flush()
+		f.Add(buf.Bytes(), false)
+		buf.Reset()
+		writeAppendEntriesRespBin(w, "no", &AppendEntriesResponse{Term: req.Term, LastLog: 4, Success: true})
+		w.Flush()
+		f.Add(buf.Bytes(), true)
+	}
+	f.Fuzz(func(t *testing.T, b []byte, answer bool) {
+		var buf bytes.Buffer
+		w := bufio.NewWriter(&buf)
+		if answer {
+			var resp, again AppendEntriesResponse
+			e, err := readAppendEntriesRespBin(bufio.NewReader(bytes.NewReader(b)), &resp)
+			if err != nil {
+				return
+			}
+			writeAppendEntriesRespBin(w, e, &resp)
+			w.Flush()
+			e2, err := readAppendEntriesRespBin(bufio.NewReader(&buf), &again)
+			if err != nil || e2 != e || !reflect.DeepEqual(resp, again) {
+				t.Fatalf("answer %+v %q read back as %+v %q, %v", resp, e, again, e2, err)
+			}
+			return
+		}
+		var req, again AppendEntriesRequest
+		if err := readAppendEntriesBin(bufio.NewReader(bytes.NewReader(b)), &req); err != nil {
+			return
+		}
+		writeAppendEntriesBin(w, &req)
+		w.Flush()
+		if err := readAppendEntriesBin(bufio.NewReader(&buf), &again); err != nil {
+			t.Fatalf("request %+v did not read back: %v", req, err)
+		}
+		if !reflect.DeepEqual(req, again) {
+			t.Fatalf("request %+v read back as %+v", req, again)
+		}
+	})
+}
