@@ -273,9 +273,14 @@ func (n *Node) leaderReadIndex() (int64, error) {
 	if n.raft.CurrentTerm() != term {
 		return 0, fmt.Errorf("%w: term changed during the read index", ErrNotLeader)
 	}
-	// The FSM never sees no-op, configuration or barrier entries, so wait for the newest command
-	// at or below the commit index instead; everything at or below the applied zxid is a known
-	// command boundary.
+	return n.lastCommandUpTo(commit), nil
+}
+
+// lastCommandUpTo returns the zxid to wait for so that everything committed up to index commit
+// is applied here. The FSM never sees no-op, configuration or barrier entries, so it is the
+// newest command at or below commit; everything at or below the applied zxid is a known command
+// boundary.
+func (n *Node) lastCommandUpTo(commit uint64) int64 {
 	applied := n.LastZxid()
 	for i := commit; int64(i) > applied; i-- {
 		var l raft.Log
@@ -283,10 +288,10 @@ func (n *Node) leaderReadIndex() (int64, error) {
 			break
 		}
 		if l.Type == raft.LogCommand {
-			return int64(i), nil
+			return int64(i)
 		}
 	}
-	return applied, nil
+	return applied
 }
 
 // verifyLeader confirms leadership with a heartbeat round, bounded in time.
@@ -428,7 +433,16 @@ func (n *Node) leaderValidate(id int64, server string) (bool, uint64, error) {
 		return false, 0, ErrNotLeader
 	}
 	if !n.sessions.touch(id, time.Now()) {
-		return false, 0, nil
+		// A follower may apply the entry that created the session before this leader's FSM
+		// does (the commit reaches it with the next AppendEntries while the FSM is still at
+		// work), and answer its client, who may attach at once. Look again once everything
+		// committed is applied here.
+		ctx, cancel := context.WithTimeout(n.ctx, time.Second)
+		err := n.WaitApplied(ctx, n.lastCommandUpTo(n.raft.CommitIndex()))
+		cancel()
+		if err != nil || !n.sessions.touch(id, time.Now()) {
+			return false, 0, nil
+		}
 	}
 	attach, err := n.newAttach()
 	if err != nil {
