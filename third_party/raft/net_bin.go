@@ -48,8 +48,12 @@ func sendAppendEntriesBinary(conn *netConn, req *AppendEntriesRequest) error {
 
 func putUvarint(w *bufio.Writer, v uint64) {
 	var b [binary.MaxVarintLen64]byte
-	n := binary.PutUvarint(b[:], v)
-	w.Write(b[:n])
+	w.Write(binary.AppendUvarint(b[:0], v))
+}
+
+func putVarint(w *bufio.Writer, v int64) {
+	var b [binary.MaxVarintLen64]byte
+	w.Write(binary.AppendVarint(b[:0], v))
 }
 
 func putBytes(w *bufio.Writer, b []byte) {
@@ -86,9 +90,7 @@ func writeAppendEntriesBin(w *bufio.Writer, req *AppendEntriesRequest) {
 		if !l.AppendedAt.IsZero() {
 			ts = l.AppendedAt.UnixNano()
 		}
-		var b [binary.MaxVarintLen64]byte
-		n := binary.PutVarint(b[:], ts)
-		w.Write(b[:n])
+		putVarint(w, ts)
 	}
 }
 

@@ -3,6 +3,7 @@ package raft
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"net"
 	"reflect"
@@ -94,8 +95,7 @@ func TestZkdBinaryDamaged(t *testing.T) {
 	huge := func(fields ...uint64) []byte {
 		var b []byte
 		for _, f := range fields {
-			var v [10]byte
-			b = append(b, v[:putUvarintTo(v[:], f)]...)
+			b = binary.AppendUvarint(b, f)
 		}
 		return b
 	}
@@ -112,17 +112,6 @@ func TestZkdBinaryDamaged(t *testing.T) {
 			t.Fatalf("%s: a damaged request was read without error", name)
 		}
 	}
-}
-
-func putUvarintTo(b []byte, v uint64) int {
-	n := 0
-	for v >= 0x80 {
-		b[n] = byte(v) | 0x80
-		v >>= 7
-		n++
-	}
-	b[n] = byte(v)
-	return n + 1
 }
 
 // An older transport skips the field that offers the binary encoding: a msgpack answer that
