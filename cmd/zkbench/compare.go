@@ -72,7 +72,8 @@ type compareOptions struct {
 	// earlier runs otherwise fill the cache, and reclaiming it is charged to whichever
 	// server writes next.
 	DropCaches bool
-	// Floor also measures the floor server (floor.go) standalone, in the same rotation.
+	// Floor also measures the floor server (floor.go) in the same rotation: standalone, and for 3
+	// nodes replicated (floorrepl.go).
 	Floor   bool
 	Command string
 }
@@ -141,7 +142,7 @@ func compareMain(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.IntVar(&o.SnapCount, "snapshot-count", 10000, "snapCount of the runs with snapshots on")
 	fs.BoolVar(&o.DropCaches, "drop-caches", os.Geteuid() == 0, "drop the clean page cache before every run (root only; default: on when root)")
 	fs.Float64Var(&o.SnapRate, "snapshot-rate", 5000, "offered setData rate (ops/s) of the snapshot runs")
-	fs.BoolVar(&o.Floor, "floor", false, "also measure the floor server standalone (zkbench floor: the least work a durable server does)")
+	fs.BoolVar(&o.Floor, "floor", false, "also measure the floor server (zkbench floor: the least work a durable server does), standalone and replicated")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -284,9 +285,9 @@ func compareTopology(ctx context.Context, o compareOptions, cmp *comparison, spe
 			order = append(order, kindZkd)
 		}
 	}
-	if o.Floor && nodes == 1 {
+	if o.Floor {
 		logf("%s: starting the floor server on port %d", topo, base+90)
-		f, err := startFloor(ctx, filepath.Join(o.Work, topo+"-floor"), base+90)
+		f, err := startFloor(ctx, filepath.Join(o.Work, topo+"-floor"), base+90, nodes)
 		if err != nil {
 			return fmt.Errorf("zkbench: floor server: %w", err)
 		}

@@ -25,7 +25,9 @@ import (
 // replication, snapshots, ACLs, quotas, session timeouts or limits, and a session ends with its
 // connection. Run by `zkbench compare -zkd BIN -zkd-args "floor -port {port} -dir {data}"`, its
 // ratio to ZooKeeper is about the most any server can reach on the machine in that workload:
-// what zkd's own ratio can be judged against.
+// what zkd's own ratio can be judged against. With -nodes 3 it is a replicated floor
+// (floorrepl.go): node 1 serves every client and also sends each batch to the other two, which
+// log it with their own fdatasync; a batch is answered once it is durable on a majority.
 
 // floorLogSize is the log file's size. It is zeroed when the server starts, so that appends
 // overwrite written blocks (the cheapest fsync, as zkd's zero-ahead does), and is written again
@@ -79,6 +81,8 @@ type floorServer struct {
 	childW     map[string][]*floorConn
 	out        map[*floorConn][]byte // the batch's replies and events, by connection
 	held       *[]floorEvent         // while a multi runs: its events, fired only if it succeeds
+
+	repl *floorReplicas // the other nodes' logs (floorrepl.go); nil standalone
 }
 
 func floorMain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -86,17 +90,42 @@ func floorMain(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.SetOutput(stderr)
 	port := fs.Int("port", 2181, "client port, on 127.0.0.1")
 	dir := fs.String("dir", "", "directory for the log file (required)")
+	nodes := fs.Int("nodes", 1, "nodes of a replicated floor: node 1 serves clients on -port, node i>1 takes node 1's log on -port and node 1 reaches it at port+i-1")
+	node := fs.Int("node", 1, "this node's number, 1 to -nodes")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *dir == "" {
 		return errors.New("zkbench floor: -dir is required")
 	}
+	if *nodes < 1 || *node < 1 || *node > *nodes {
+		return fmt.Errorf("zkbench floor: node %d of %d", *node, *nodes)
+	}
 	s, err := newFloorServer(*dir, floorLogSize)
 	if err != nil {
 		return err
 	}
 	defer s.log.Close()
+	if *node > 1 {
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", *port))
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "floor node %d taking the log on %s, log in %s\n", *node, ln.Addr(), s.log.Name())
+		return s.follow(ctx, ln)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if *nodes > 1 {
+		addrs := make([]string, 0, *nodes-1)
+		for i := 1; i < *nodes; i++ {
+			addrs = append(addrs, fmt.Sprintf("127.0.0.1:%d", *port+i))
+		}
+		if s.repl, err = dialReplicas(ctx, cancel, addrs, stderr); err != nil {
+			return err
+		}
+		defer s.repl.close()
+	}
 	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", *port))
 	if err != nil {
 		return err
@@ -245,6 +274,7 @@ func floorRead(op jute.Op) bool {
 func (s *floorServer) commitLoop(ctx context.Context) {
 	var batch []floorReq
 	var rec []byte
+	var err error
 	for {
 		select {
 		case r := <-s.in:
@@ -271,16 +301,19 @@ func (s *floorServer) commitLoop(ctx context.Context) {
 			}
 		}
 		if len(rec) > 0 {
-			if s.off+int64(len(rec)) > s.size {
-				s.off = 0
+			var seq int64
+			if s.repl != nil {
+				// The other nodes log the batch while this one does.
+				if seq, err = s.repl.send(rec); err != nil {
+					fmt.Fprintln(os.Stderr, "zkbench floor: replicate:", err)
+					return
+				}
 			}
-			if _, err := s.log.WriteAt(rec, s.off); err != nil {
+			if err := s.logBatch(rec); err != nil {
 				fmt.Fprintln(os.Stderr, "zkbench floor: log:", err)
 				return
 			}
-			s.off += int64(len(rec))
-			if err := syscall.Fdatasync(int(s.log.Fd())); err != nil {
-				fmt.Fprintln(os.Stderr, "zkbench floor: log:", err)
+			if s.repl != nil && !s.repl.wait(ctx, seq) {
 				return
 			}
 		}
@@ -316,6 +349,19 @@ func (s *floorServer) commitLoop(ctx context.Context) {
 			r.c.pending.Add(-1)
 		}
 	}
+}
+
+// logBatch writes rec to the log, from its start again when the file is full, and makes it
+// durable with one fdatasync.
+func (s *floorServer) logBatch(rec []byte) error {
+	if s.off+int64(len(rec)) > s.size {
+		s.off = 0
+	}
+	if _, err := s.log.WriteAt(rec, s.off); err != nil {
+		return err
+	}
+	s.off += int64(len(rec))
+	return syscall.Fdatasync(int(s.log.Fd()))
 }
 
 // execute answers one request into s.out; s.mu is held.

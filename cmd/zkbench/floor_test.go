@@ -13,8 +13,8 @@ import (
 	"github.com/zkd-io/zkd/jute"
 )
 
-// startTestFloor runs a floor server with a small log on a loopback port until the test ends.
-func startTestFloor(t *testing.T) (*floorServer, string) {
+// newTestFloor makes a floor server with a small log, and a loopback listener for it.
+func newTestFloor(t *testing.T) (*floorServer, net.Listener) {
 	t.Helper()
 	s, err := newFloorServer(t.TempDir(), 8<<20)
 	if err != nil {
@@ -24,6 +24,13 @@ func startTestFloor(t *testing.T) (*floorServer, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return s, ln
+}
+
+// startTestFloor runs a floor server with a small log on a loopback port until the test ends.
+func startTestFloor(t *testing.T) (*floorServer, string) {
+	t.Helper()
+	s, ln := newTestFloor(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.serve(ctx, ln) }()
@@ -133,5 +140,99 @@ func TestFloorSemantics(t *testing.T) {
 	}
 	if err := w.call(jute.OpExists, &jute.ExistsRequest{Path: "/a/s-0000000000"}).result(); !errors.Is(err, jute.CodeNoNode) {
 		t.Fatalf("ephemeral after its session closed: %v", err)
+	}
+}
+
+// startTestFloorCluster runs a replicated floor of three nodes until the test ends: node 1 with
+// its client address, and the other two, whose contexts stop them one by one.
+func startTestFloorCluster(t *testing.T) (leader *floorServer, addr string, nodes []*floorServer, stop []context.CancelFunc) {
+	t.Helper()
+	var addrs []string
+	done := make(chan error, 3)
+	for range 2 {
+		s, ln := newTestFloor(t)
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() { done <- s.follow(ctx, ln) }()
+		nodes, stop = append(nodes, s), append(stop, cancel)
+		addrs = append(addrs, ln.Addr().String())
+	}
+	leader, ln := newTestFloor(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	var err error
+	if leader.repl, err = dialReplicas(ctx, cancel, addrs, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- leader.serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		leader.repl.close()
+		for _, c := range stop {
+			c()
+		}
+		for range 3 {
+			if err := <-done; err != nil {
+				t.Error(err)
+			}
+		}
+		for _, s := range append(nodes, leader) {
+			_ = s.log.Close()
+		}
+	})
+	return leader, ln.Addr().String(), nodes, stop
+}
+
+// The replicated floor answers every workload, and each other node's log holds exactly what node
+// 1's holds. With one of them gone, a majority remains and writes are still answered; with both
+// gone, node 1 stops instead of answering writes no other node has.
+func TestFloorReplicated(t *testing.T) {
+	leader, addr, nodes, stop := startTestFloorCluster(t)
+	if _, err := smokeAll(context.Background(), []string{addr}, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	c, err := dialClient(addr, 10*time.Second, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.close() }()
+	if err := create(c, "/r", []byte("x"), jute.ModePersistent); err != nil {
+		t.Fatal(err)
+	}
+	// Node 1 answered the create once one other node had logged it; the slower one has it within
+	// moments. Every node writes the same records at the same offsets (wrapping at the same
+	// size), so the files end up equal.
+	want, err := os.ReadFile(leader.log.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range nodes {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			got, err := os.ReadFile(n.log.Name())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) == string(want) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("node %d's log differs from node 1's", i+2)
+			}
+			time.Sleep(10 * time.Millisecond) // polling: the node logs on its own schedule
+		}
+	}
+	stop[0]()
+	if err := c.call(jute.OpSetData, &jute.SetDataRequest{Path: "/r", Data: []byte("y"), Version: -1}).result(); err != nil {
+		t.Fatalf("setData with two of three nodes: %v", err)
+	}
+	stop[1]()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := c.call(jute.OpSetData, &jute.SetDataRequest{Path: "/r", Data: []byte("z"), Version: -1})
+		if err := r.result(); err != nil {
+			break // node 1 gave up and closed the connection
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("node 1 still answers writes with no other node")
+		}
 	}
 }

@@ -85,19 +85,28 @@ func startZkd(ctx context.Context, bin, args, dir string, base, nodes int) (*ser
 		s.ports = append(s.ports, base+i)
 		s.addrs = append(s.addrs, fmt.Sprintf("127.0.0.1:%d", base+i))
 	}
-	s.cmds = make([]*exec.Cmd, nodes)
-	s.waits = make([]chan error, nodes)
-	for i := range nodes {
+	if err := s.launchAll(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// launchAll starts every node of s (a zkd or floor server with its nodes and ports set) and waits
+// until it serves, or stops what it started.
+func (s *server) launchAll(ctx context.Context) error {
+	s.cmds = make([]*exec.Cmd, len(s.nodes))
+	s.waits = make([]chan error, len(s.nodes))
+	for i := range s.nodes {
 		if err := s.launchZkd(i); err != nil {
 			_ = s.stop()
-			return nil, err
+			return err
 		}
 	}
 	if err := s.waitReady(ctx, 120*time.Second); err != nil {
 		_ = s.stop()
-		return nil, err
+		return err
 	}
-	return s, nil
+	return nil
 }
 
 // cfgLines renders zoo.cfg keys as lines, in key order.
@@ -114,7 +123,7 @@ func cfgLines(kv map[string]string) string {
 func (s *server) launchZkd(i int) error {
 	cfg := filepath.Join(s.nodes[i], "zoo.cfg")
 	repl := strings.NewReplacer("{cfg}", cfg, "{port}", strconv.Itoa(s.ports[i]),
-		"{data}", filepath.Join(s.nodes[i], "data"), "{dir}", s.nodes[i])
+		"{data}", filepath.Join(s.nodes[i], "data"), "{dir}", s.nodes[i], "{node}", strconv.Itoa(i+1))
 	args := strings.Fields(repl.Replace(s.args))
 	logf, err := os.OpenFile(filepath.Join(s.nodes[i], "zkd.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -476,10 +485,29 @@ func (s *server) relaunch(ctx context.Context, extra map[string]string) error {
 
 // startFloor starts the floor server (this binary's floor subcommand) on port, with its log
 // under dir, as startZkd starts a standalone zkd.
-func startFloor(ctx context.Context, dir string, port int) (*server, error) {
+func startFloor(ctx context.Context, dir string, port, nodes int) (*server, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	return startZkd(ctx, self, "floor -port {port} -dir {data}", dir, port, 1)
+	if nodes == 1 {
+		return startZkd(ctx, self, "floor -port {port} -dir {data}", dir, port, 1)
+	}
+	// The replicated floor (floorrepl.go): node 1 serves every client on port and reaches node
+	// i on port+i-1.
+	s := &server{kind: kindFloor, dir: dir, bin: self,
+		args:  fmt.Sprintf("floor -port {port} -dir {data} -node {node} -nodes %d", nodes),
+		addrs: []string{fmt.Sprintf("127.0.0.1:%d", port)}}
+	for i := range nodes {
+		nodeDir := filepath.Join(dir, fmt.Sprintf("n%d", i+1))
+		if err := os.MkdirAll(nodeDir, 0o755); err != nil {
+			return nil, err
+		}
+		s.nodes = append(s.nodes, nodeDir)
+		s.ports = append(s.ports, port+i)
+	}
+	if err := s.launchAll(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
 }

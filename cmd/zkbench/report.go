@@ -177,7 +177,7 @@ func renderReport(c *comparison) string {
 
 	if lines := floorTable(c); len(lines) > 0 {
 		p("## What this machine allows: the floor server\n\n")
-		p("The floor server (`zkbench floor`, cmd/zkbench/floor.go) is a yardstick, not a ZooKeeper: the tree in one map under one lock, every write and every session's start and end logged with one fdatasync per batch to a pre-zeroed file, no replication, snapshots, ACLs or session expiry. What it reaches, measured in the same rotation, is about the most any durable server can reach here with this load generator on the same processors. The last columns say how much of that zkd reaches.\n\n")
+		p("The floor server (`zkbench floor`, cmd/zkbench/floor.go) is a yardstick, not a ZooKeeper: the tree in one map under one lock, every write and every session's start and end logged with one fdatasync per batch to a pre-zeroed file, no snapshots, ACLs or session expiry. For 3 nodes it is replicated (cmd/zkbench/floorrepl.go): every client on node 1, which sends each batch to the other two as it logs it and answers once a majority has it durable; the other nodes log with their own fdatasync and do nothing else, and there is no election. What it reaches, measured in the same rotation, is about the most any durable server (replicated, for 3 nodes) can reach here with this load generator on the same processors; for 3 nodes it is an optimistic bound, since zkd's and ZooKeeper's clients are spread over all three servers. The last columns say how much of that zkd reaches.\n\n")
 		for _, line := range lines {
 			p("%s\n", line)
 		}
@@ -402,7 +402,7 @@ func conditions(c *comparison) []string {
 		fmt.Sprintf("Both servers run at once in each topology; every workload runs %d times per server, alternating which server goes first. Before each run %s, and the harness waits (up to 10 s) until the servers together use under 15%% of a core, so that a run does not pay for work the previous one left running (a snapshot being written, log compaction, garbage collection).", c.Options.Repeat, cache),
 	}
 	if c.Options.Floor {
-		lines = append(lines, "The floor server (`zkbench floor`) runs standalone beside them, in the same rotation.")
+		lines = append(lines, "The floor server (`zkbench floor`) runs beside them in each topology, in the same rotation.")
 	}
 	return lines
 }
@@ -416,23 +416,25 @@ func cmdOut(name string, args ...string) string {
 	return string(out)
 }
 
-// floorTable compares, for every standalone workload the floor server ran, its throughput and
+// floorTable compares, for every workload and topology the floor server ran, its throughput and
 // CPU per operation with ZooKeeper's and zkd's.
 func floorTable(c *comparison) []string {
 	var lines []string
-	for _, spec := range c.Specs {
-		fl, ok := aggregateRuns(c.Runs, "standalone", spec, kindFloor)
-		zk, ok1 := aggregateRuns(c.Runs, "standalone", spec, kindZooKeeper)
-		zd, ok2 := aggregateRuns(c.Runs, "standalone", spec, kindZkd)
-		if !ok || !ok1 || !ok2 || fl.n == 0 || zk.n == 0 || zd.n == 0 {
-			continue
+	for _, topo := range c.Options.Topologies {
+		for _, spec := range c.Specs {
+			fl, ok := aggregateRuns(c.Runs, topo, spec, kindFloor)
+			zk, ok1 := aggregateRuns(c.Runs, topo, spec, kindZooKeeper)
+			zd, ok2 := aggregateRuns(c.Runs, topo, spec, kindZkd)
+			if !ok || !ok1 || !ok2 || fl.n == 0 || zk.n == 0 || zd.n == 0 {
+				continue
+			}
+			if len(lines) == 0 {
+				lines = append(lines, "| topology | workload | ZooKeeper ops/s | zkd ops/s | floor ops/s | zkd/ZooKeeper | floor/ZooKeeper | zkd/floor | server CPU s per 1k ops: zkd, floor |",
+					"|---|---|---:|---:|---:|---:|---:|---:|---:|")
+			}
+			lines = append(lines, fmt.Sprintf("| %s | %s | %.0f | %.0f | %.0f | %s | %s | %s | %s, %s |", topo, spec, zk.tput, zd.tput, fl.tput,
+				ratio(zd.tput, zk.tput), ratio(fl.tput, zk.tput), ratio(zd.tput, fl.tput), cpuPerK(zd.cpuPerK), cpuPerK(fl.cpuPerK)))
 		}
-		if len(lines) == 0 {
-			lines = append(lines, "| workload | ZooKeeper ops/s | zkd ops/s | floor ops/s | zkd/ZooKeeper | floor/ZooKeeper | zkd/floor | server CPU s per 1k ops: zkd, floor |",
-				"|---|---:|---:|---:|---:|---:|---:|---:|")
-		}
-		lines = append(lines, fmt.Sprintf("| %s | %.0f | %.0f | %.0f | %s | %s | %s | %s, %s |", spec, zk.tput, zd.tput, fl.tput,
-			ratio(zd.tput, zk.tput), ratio(fl.tput, zk.tput), ratio(zd.tput, fl.tput), cpuPerK(zd.cpuPerK), cpuPerK(fl.cpuPerK)))
 	}
 	return lines
 }

@@ -144,22 +144,30 @@ func TestServerCPUSeconds(t *testing.T) {
 }
 
 // With floor runs the report gives the floor's rows and a table of how much of the floor zkd
-// reaches; without them there is no such table.
+// reaches, in each topology; without them there is no such table.
 func TestReportFloor(t *testing.T) {
-	mk := func(server string, tput float64) runRecord { return fakeRun(server, 0, tput, 500, 1000) }
+	mk := func(topo, server string, tput float64) runRecord {
+		r := fakeRun(server, 0, tput, 500, 1000)
+		r.Topology = topo
+		return r
+	}
 	c := &comparison{
-		Options: compareOptions{Topologies: []string{"standalone"}, Repeat: 1, Duration: time.Second, ZkdBin: "zkd", Floor: true},
+		Options: compareOptions{Topologies: []string{"standalone", "cluster"}, Repeat: 1, Duration: time.Second, ZkdBin: "zkd", Floor: true},
 		Specs:   []string{"set"},
-		Runs:    []runRecord{mk(kindZooKeeper, 2000), mk(kindZkd, 3000), mk(kindFloor, 4000)},
+		Runs: []runRecord{mk("standalone", kindZooKeeper, 2000), mk("standalone", kindZkd, 3000),
+			mk("cluster", kindZooKeeper, 1000), mk("cluster", kindZkd, 1600),
+			mk("standalone", kindFloor, 4000), mk("cluster", kindFloor, 4000)},
 	}
 	md := renderReport(c)
 	reportHas(t, md, []string{
 		"## What this machine allows: the floor server",
-		"| set | 2000 | 3000 | 4000 | 1.50× | 2.00× | 0.75× | 0.333, 0.250 |",
+		"| standalone | set | 2000 | 3000 | 4000 | 1.50× | 2.00× | 0.75× | 0.333, 0.250 |",
+		"| cluster | set | 1000 | 1600 | 4000 | 1.60× | 4.00× | 0.40× | 0.625, 0.250 |",
 		"| standalone | floor | 4000 |",
 		"| standalone | floor/ZooKeeper | 2.00× |",
+		"| cluster | floor/ZooKeeper | 4.00× |",
 	}...)
-	c.Runs = c.Runs[:2]
+	c.Runs = c.Runs[:4]
 	c.Options.Floor = false
 	if md := renderReport(c); strings.Contains(md, "floor") {
 		t.Errorf("a report without floor runs mentions the floor:\n%s", md)

@@ -9,6 +9,8 @@
 # Also prints each server's read and write system calls per operation (/proc/PID/io).
 # Ports: CLUSTER_PROFILE_PORT (default 22400) and the 40 above it, on 127.0.0.1.
 # CLUSTER_PROFILE_OFF=1 runs the load without profiling (for A/B rounds of two builds).
+# CLUSTER_PROFILE_LEADER_ONLY=1 connects every client to the leader (as the replicated floor
+# server's clients are), instead of spreading them over the three servers.
 set -euo pipefail
 [ $# -ge 3 ] || { sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 bin=$(realpath "$1") w=$2 out=$3
@@ -63,7 +65,9 @@ ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 syscalls() { awk '/^sysc[rw]:/ {printf "%s ", $2}' "/proc/$1/io"; }
 declare -A cpu0 io0
 for p in "${pids[@]}"; do cpu0[$p]=$(ticks "$p") io0[$p]=$(syscalls "$p"); done
-"$tmp/zkbench" -addr "127.0.0.1:$base,127.0.0.1:$((base + 1)),127.0.0.1:$((base + 2))" -workload "$w" \
+addrs=127.0.0.1:$base,127.0.0.1:$((base + 1)),127.0.0.1:$((base + 2))
+[ "${CLUSTER_PROFILE_LEADER_ONLY:-0}" = 1 ] && addrs=127.0.0.1:$((base + leader - 1))
+"$tmp/zkbench" -addr "$addrs" -workload "$w" \
 	-duration 16s -json "$@" >"$out/bench.json" &
 load=$!
 if [ "${CLUSTER_PROFILE_OFF:-0}" = 1 ]; then

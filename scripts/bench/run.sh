@@ -7,8 +7,8 @@
 # `zkbench compare`, which starts Apache ZooKeeper (Debian's zookeeper package, through
 # internal/apachezk) and zkd with fsync on, standalone and as 3-node clusters on loopback ports
 # 24100-24499, alternates and repeats the runs, measures memory, startup and kill -9 recovery, and
-# latency on a 1M-znode tree with snapshots off and on, and writes the report. Standalone, the
-# floor server (cmd/zkbench/floor.go) runs in the same rotation as a yardstick. Without zkd it
+# latency on a 1M-znode tree with snapshots off and on, and writes the report. The floor server
+# (cmd/zkbench/floor.go, replicated for 3 nodes) runs in the same rotation as a yardstick. Without zkd it
 # measures ZooKeeper alone and says so in the report.
 #
 # Useful flags: -duration 10s -repeat 3 -topologies standalone,cluster -only get,set
@@ -39,6 +39,6 @@ else
 	zkd_flags=(-zkd-missing "cmd/zkd does not exist yet")
 fi
 export ZKBENCH_COMMAND="scripts/bench/run.sh${*:+ $*}"
-# -floor: the floor server (zkbench floor) runs standalone beside them, so that the report says
+# -floor: the floor server (zkbench floor) runs beside them in each topology, so that the report says
 # how much of what the machine allows each server reaches.
 "$tmp/zkbench" compare -floor "${zkd_flags[@]}" "$@"
