@@ -283,21 +283,21 @@ func (s *server) cpuSeconds() (float64, error) {
 
 // nodeCount is the number of server processes.
 func (s *server) nodeCount() int {
-	if s.kind == kindZkd {
-		return len(s.cmds)
+	if s.kind == kindZooKeeper {
+		return len(s.zk)
 	}
-	return len(s.zk)
+	return len(s.cmds)
 }
 
 // pid returns the process id of node i.
 func (s *server) pid(i int) (int, error) {
-	if s.kind == kindZkd {
-		if s.cmds[i] == nil {
-			return 0, errors.New("zkbench: zkd node not running")
-		}
-		return s.cmds[i].Process.Pid, nil
+	if s.kind == kindZooKeeper {
+		return s.zk[i].PID(), nil
 	}
-	return s.zk[i].PID(), nil
+	if s.cmds[i] == nil {
+		return 0, fmt.Errorf("zkbench: %s node not running", s.kind)
+	}
+	return s.cmds[i].Process.Pid, nil
 }
 
 // stop stops every node gracefully: SIGTERM, then SIGKILL after 15 seconds.
@@ -491,7 +491,12 @@ func startFloor(ctx context.Context, dir string, port, nodes int) (*server, erro
 		return nil, err
 	}
 	if nodes == 1 {
-		return startZkd(ctx, self, "floor -port {port} -dir {data}", dir, port, 1)
+		s, err := startZkd(ctx, self, "floor -port {port} -dir {data}", dir, port, 1)
+		if err != nil {
+			return nil, err
+		}
+		s.kind = kindFloor
+		return s, nil
 	}
 	// The replicated floor (floorrepl.go): node 1 serves every client on port and reaches node
 	// i on port+i-1.

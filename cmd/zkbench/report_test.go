@@ -108,13 +108,19 @@ func TestReportSnapshots(t *testing.T) {
 }
 
 // cpuSeconds reads a server's CPU time from /proc: this test process stands in for the server
-// and burns CPU between two readings.
+// (zkd, or the floor, which zkbench runs as it runs zkd) and burns CPU between two readings.
 func TestServerCPUSeconds(t *testing.T) {
+	for _, kind := range []string{kindZkd, kindFloor} {
+		t.Run(kind, func(t *testing.T) { testServerCPUSeconds(t, kind) })
+	}
+}
+
+func testServerCPUSeconds(t *testing.T, kind string) {
 	self, err := os.FindProcess(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &server{kind: kindZkd, cmds: []*exec.Cmd{{Process: self}}}
+	s := &server{kind: kind, cmds: []*exec.Cmd{{Process: self}}}
 	before, err := s.cpuSeconds()
 	if err != nil {
 		t.Fatal(err)
