@@ -90,7 +90,7 @@ func floorMain(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.SetOutput(stderr)
 	port := fs.Int("port", 2181, "client port, on 127.0.0.1")
 	dir := fs.String("dir", "", "directory for the log file (required)")
-	nodes := fs.Int("nodes", 1, "nodes of a replicated floor: node 1 serves clients on -port, node i>1 takes node 1's log on -port and node 1 reaches it at port+i-1")
+	nodes := fs.Int("nodes", 1, "nodes of a replicated floor: node 1 serves clients on -port and dials node i at its own -port + i-1, where node i (started with that -port) takes the log")
 	node := fs.Int("node", 1, "this node's number, 1 to -nodes")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -274,7 +274,6 @@ func floorRead(op jute.Op) bool {
 func (s *floorServer) commitLoop(ctx context.Context) {
 	var batch []floorReq
 	var rec []byte
-	var err error
 	for {
 		select {
 		case r := <-s.in:
@@ -304,6 +303,7 @@ func (s *floorServer) commitLoop(ctx context.Context) {
 			var seq int64
 			if s.repl != nil {
 				// The other nodes log the batch while this one does.
+				var err error
 				if seq, err = s.repl.send(rec); err != nil {
 					fmt.Fprintln(os.Stderr, "zkbench floor: replicate:", err)
 					return
