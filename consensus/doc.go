@@ -174,9 +174,10 @@
 // about 7 per fsync and its followers 13 (perf stat -e syscalls:sys_enter_fsync, setData at 32
 // clients, about 14k/s): the leader stores what its apply channel holds each time its previous
 // fsync returns, and an fsync costs this virtual machine about 70 µs of CPU. With every client on
-// the leader (CLUSTER_PROFILE_LEADER_ONLY=1 scripts/bench/cluster-profile.sh) zkd went from
-// 12.7-14.0k to 14-17.8k setData a second: forwarding through followers costs about a tenth, and
-// the rest of the gap to the floor is Raft's and zkd's own work per message and per batch.
+// the leader (CLUSTER_PROFILE_LEADER_ONLY=1 scripts/bench/cluster-profile.sh) zkd made 13.9-17.8k
+// setData a second (median 16.0k) against 12.7-14.2k (median 13.9k) with them spread: forwarding
+// through followers costs about an eighth, and the rest of the gap to the floor is Raft's and
+// zkd's own work per message and per batch.
 //
 // # Concurrency and locks
 //
