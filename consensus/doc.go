@@ -165,19 +165,21 @@
 // server's CPU; between nodes that offer it, AppendEntries now travel in a binary encoding
 // instead (third_party/raft/ZKD.md), which older nodes never receive.
 //
-// What the same machine allows a 3-node write: zkbench's replicated floor (cmd/zkbench/floorrepl.go;
-// node 1 logs each batch, sends it to the other two and answers once one of them has it durable,
-// with no Raft, tree or clients on the others) made 29k creates or setData a second with 32
-// clients, 4.5× and 4.0× ZooKeeper, at 31-34 µs of CPU per write for the three processes; zkd made
-// 12.4k and 14.3k at 111 and 89 µs (docs/benchmarks.md of 2026-11-27). Each node of either fsyncs
-// some 1.1-2k times a second, but a floor batch carries about 16 writes where zkd's leader stores
-// about 7 per fsync and its followers 13 (perf stat -e syscalls:sys_enter_fsync, setData at 32
-// clients, about 14k/s): the leader stores what its apply channel holds each time its previous
-// fsync returns, and an fsync costs this virtual machine about 70 µs of CPU. With every client on
-// the leader (CLUSTER_PROFILE_LEADER_ONLY=1 scripts/bench/cluster-profile.sh) zkd made 13.9-17.8k
-// setData a second (median 16.0k) against 12.7-14.2k (median 13.9k) with them spread: forwarding
-// through followers costs about an eighth, and the rest of the gap to the floor is Raft's and
-// zkd's own work per message and per batch.
+// What the same machine allows a 3-node write: zkbench's replicated floor
+// (cmd/zkbench/floorrepl.go; node 1 logs each batch, sends it to the other two and answers once
+// one of them has it durable, with no Raft, tree or clients on the others) made 29k creates or
+// setData a second with 32 clients, 4.5× and 4.0× ZooKeeper, at 31-34 µs of CPU per write for the
+// three processes; zkd made 12.4k and 14.3k at 111 and 89 µs (docs/benchmarks.md of 2026-11-27).
+// Each node of either fsyncs some 1.1-2k times a second, but a floor batch carries about 16 writes
+// where zkd's leader stores about 7 per fsync and its followers 13 (perf stat -e
+// syscalls:sys_enter_fsync, setData at 32 clients, about 14k/s): the leader stores what its apply
+// channel holds each time its previous fsync returns. An fsync costs this virtual machine about 70
+// µs of CPU, so the three nodes' fsyncs cost zkd about 21 µs of its 92 per write and the floor 13
+// of its 31: most of the difference is not in syncing but in the work zkd does per message and per
+// write. With every client on the leader (CLUSTER_PROFILE_LEADER_ONLY=1
+// scripts/bench/cluster-profile.sh) zkd made 13.9-17.8k setData a second (median 16.0k) against
+// 12.7-14.2k (median 13.9k) with them spread: forwarding through followers costs about an eighth,
+// and the rest of the gap to the floor is Raft's and zkd's own work per message and per batch.
 //
 // # Concurrency and locks
 //
