@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
+	"net/http/pprof"
 	"os"
 	"path"
 	"path/filepath"
@@ -92,8 +94,16 @@ func floorMain(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	dir := fs.String("dir", "", "directory for the log file (required)")
 	nodes := fs.Int("nodes", 1, "nodes of a replicated floor: node 1 serves clients on -port and dials node i at its own -port + i-1, where node i (started with that -port) takes the log")
 	node := fs.Int("node", 1, "this node's number, 1 to -nodes")
+	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this address (e.g. 127.0.0.1:28090), to profile the floor beside zkd")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *pprofAddr != "" {
+		ln, err := net.Listen("tcp", *pprofAddr)
+		if err != nil {
+			return err
+		}
+		defer servePprof(ln)()
 	}
 	if *dir == "" {
 		return errors.New("zkbench floor: -dir is required")
@@ -349,6 +359,24 @@ func (s *floorServer) commitLoop(ctx context.Context) {
 			r.c.pending.Add(-1)
 		}
 	}
+}
+
+// servePprof serves the runtime's profiles on ln until stop is called; stop waits for the
+// server to end.
+func servePprof(ln net.Listener) (stop func()) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(ln)
+	}()
+	return func() { _ = srv.Close(); <-done }
 }
 
 // logBatch writes rec to the log, from its start again when the file is full, and makes it

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -234,5 +235,29 @@ func TestFloorReplicated(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("node 1 still answers writes with no other node")
 		}
+	}
+}
+
+// The floor's profiles are served until stopped, and not after.
+func TestFloorPprof(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := servePprof(ln)
+	url := "http://" + ln.Addr().String() + "/debug/pprof/cmdline"
+	resp, err := http.Get(url)
+	if err != nil {
+		stop()
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("GET %s: %s", url, resp.Status)
+	}
+	stop()
+	if resp, err := http.Get(url); err == nil {
+		_ = resp.Body.Close()
+		t.Errorf("GET %s after stop: %s", url, resp.Status)
 	}
 }
