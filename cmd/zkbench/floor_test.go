@@ -261,3 +261,30 @@ func TestFloorPprof(t *testing.T) {
 		t.Errorf("GET %s after stop: %s", url, resp.Status)
 	}
 }
+
+// Node 1 gives up with an error, not a hang, when a node it must reach never listens, even after
+// reaching the others; the connections it made are closed.
+func TestFloorDialGivesUp(t *testing.T) {
+	_, ln := newTestFloor(t) // listens, and accepts nothing: a dial still succeeds
+	t.Cleanup(func() { _ = ln.Close() })
+	gone, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = gone.Close() // a port nothing listens on
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := dialReplicas(ctx, cancel, []string{ln.Addr().String(), gone.Addr().String()}, io.Discard)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("dialReplicas reached a node that does not listen")
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("dialReplicas hangs after giving up")
+	}
+}

@@ -77,7 +77,9 @@ func dialReplicas(ctx context.Context, stop context.CancelFunc, addrs []string, 
 				break
 			}
 			if ctx.Err() != nil || time.Now().After(deadline) {
-				r.close()
+				for _, p := range r.peers { // no reader runs yet: close is for later
+					_ = p.nc.Close()
+				}
 				return nil, fmt.Errorf("zkbench floor: node at %s: %w", a, err)
 			}
 			select {

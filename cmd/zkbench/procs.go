@@ -483,8 +483,9 @@ func (s *server) relaunch(ctx context.Context, extra map[string]string) error {
 	return s.waitReady(ctx, 120*time.Second)
 }
 
-// startFloor starts the floor server (this binary's floor subcommand) on port, with its log
-// under dir, as startZkd starts a standalone zkd.
+// startFloor starts the floor server (this binary's floor subcommand) with its logs under dir:
+// standalone on port, as startZkd starts a standalone zkd, or replicated over nodes processes on
+// port..port+nodes-1, of which only node 1 serves clients.
 func startFloor(ctx context.Context, dir string, port, nodes int) (*server, error) {
 	self, err := os.Executable()
 	if err != nil {
