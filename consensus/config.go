@@ -67,8 +67,9 @@ type Config struct {
 	// OnApply, when set, is called on every node for every applied transaction in zxid order, from
 	// the FSM goroutine, before the proposer's Propose returns. The server queues watch events here.
 	// It must not block for long: it delays every later apply. r must not be kept or modified
-	// after the call returns. v is the view that holds the transaction: the server publishes it
-	// for reads once it queued the watch events.
+	// after the call returns. The transactions of one applied batch are called in order and then
+	// published together: v is nil for all but the batch's last, whose v holds them all. The
+	// server publishes v for reads once it queued the watch events of every transaction up to it.
 	OnApply func(zxid int64, r *znode.Result, v *znode.View)
 	// OnRestore, when set, is called from the FSM goroutine after the tree was replaced by a
 	// snapshot (a follower that fell behind), with the restored view. Watches registered before

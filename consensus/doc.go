@@ -50,8 +50,9 @@
 //     all go through onLeader (run here when leading, else a typed cluster-RPC message to the
 //     leader; retried with one jitter source while nothing was done).
 //   - Apply hook: Config.OnApply(zxid, *znode.Result, *znode.View) runs on every node, for every
-//     transaction, in zxid order, on the FSM goroutine, before the proposer's Propose returns,
-//     with the view that holds the transaction; Result.Closed lists the sessions it closed. It
+//     transaction, in zxid order, on the FSM goroutine, before the proposer's Propose returns;
+//     an applied batch is published at once, so the view comes with the batch's last transaction
+//     (nil before it) and holds them all; Result.Closed lists the sessions it closed. It
 //     must not block for long (it delays every later apply); queue, do not deliver, there.
 //     Config.OnRestore tells the server that a snapshot replaced the tree (close client
 //     connections: their watches may have missed events).

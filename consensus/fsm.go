@@ -65,6 +65,8 @@ type fsm struct {
 	// counts the snapshot chunks written out early.
 	snapDir string
 	paced   atomic.Int64
+	// done is ApplyBatch's scratch list of the entries it applied.
+	done []appliedEntry
 }
 
 var (
@@ -87,14 +89,33 @@ func (f *fsm) Apply(l *raft.Log) any {
 
 // ApplyBatch applies committed entries in order and returns one response per entry: a
 // *znode.Result for transactions, nil for configuration entries and skipped unknown types.
+//
+// The batch's transactions go into one znode.Batch, published once at the end (the writes of a
+// batch then share their copies of the ancestors they change). The hooks run after: first the
+// apply hook of every transaction in order, the last one with the published view (so each
+// transaction's watch events are queued before any view that holds its change is handed on),
+// then the waiters and the proposers' results (so no writer hears of a change its next read
+// cannot see).
 func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 	out := make([]any, len(logs))
+	b := f.tree.Load().Batch()
+	done := f.done[:0]
 	for i, l := range logs {
 		if l.Type != raft.LogCommand {
 			continue
 		}
-		out[i] = f.applyCommand(l)
+		e, ok := f.applyCommand(b, l)
+		if !ok {
+			continue
+		}
+		out[i] = e.res
+		done = append(done, e)
 	}
+	if len(done) > 0 {
+		f.finish(b.Publish(), done)
+	}
+	clear(done)
+	f.done = done[:0]
 	if f.batchApplied != nil && len(logs) > 0 {
 		last := logs[len(logs)-1]
 		f.batchApplied(last.Index, last.Term)
@@ -102,20 +123,29 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 	return out
 }
 
-func (f *fsm) applyCommand(l *raft.Log) any {
+// appliedEntry is an entry of the batch being applied, kept for its hooks.
+type appliedEntry struct {
+	l   *raft.Log
+	c   command
+	res *znode.Result
+}
+
+// applyCommand applies one command entry into the batch. It reports false for an unknown command
+// that may be skipped.
+func (f *fsm) applyCommand(b *znode.Batch, l *raft.Log) (appliedEntry, bool) {
 	zxid := int64(l.Index)
 	c, err := unmarshalCommand(l.Data)
 	if err != nil {
 		if errors.Is(err, errUnknownType) && c.typ&cmdIgnorable != 0 {
 			f.log.Warn("skipping unknown ignorable command", "type", c.typ, "zxid", zxid)
-			return nil
+			return appliedEntry{}, false
 		}
 		// A committed entry this server cannot read means it would diverge from the others.
 		// Stopping is the only safe choice (Consul and Nomad do the same).
 		panic(fmt.Sprintf("consensus: invariant: entry %d cannot be applied: %v", zxid, err))
 	}
 	started := time.Now()
-	res := f.applyTxn(zxid, &c)
+	res := f.applyTxn(b, zxid, &c)
 	if m := f.metrics; m != nil {
 		now := time.Now()
 		m.apply.ObserveDuration(now.Sub(started))
@@ -141,23 +171,39 @@ func (f *fsm) applyCommand(l *raft.Log) any {
 		f.snapAsks.Add(1)
 		f.wantSnapshot()
 	}
-	f.lastZxid.Store(zxid)
-	if f.onApply != nil {
-		f.onApply(zxid, res, f.view())
-	}
-	f.applied.trigger(zxid)
-	switch {
-	case c.origin == f.origin:
-		if f.deliver != nil {
-			f.deliver(c.seq, &c, res)
-		}
-	case f.forwarded != nil:
-		f.forwarded(c.origin, c.seq, l.Index, l.Term)
-	}
-	return res
+	return appliedEntry{l: l, c: c, res: res}, true
 }
 
-func (f *fsm) applyTxn(zxid int64, c *command) *znode.Result {
+// finish runs the hooks of a published batch's transactions (see ApplyBatch for their order).
+func (f *fsm) finish(v *znode.View, done []appliedEntry) {
+	last := len(done) - 1
+	if f.onApply != nil {
+		for k := range done {
+			var pub *znode.View
+			if k == last {
+				pub = v
+			}
+			f.onApply(int64(done[k].l.Index), done[k].res, pub)
+		}
+	}
+	zxid := int64(done[last].l.Index)
+	f.lastZxid.Store(zxid)
+	f.applied.trigger(zxid)
+	for k := range done {
+		e := &done[k]
+		switch {
+		case e.c.origin == f.origin:
+			if f.deliver != nil {
+				c := e.c // the proposer keeps it; e is reused by the next batch
+				f.deliver(c.seq, &c, e.res)
+			}
+		case f.forwarded != nil:
+			f.forwarded(e.c.origin, e.c.seq, e.l.Index, e.l.Term)
+		}
+	}
+}
+
+func (f *fsm) applyTxn(b *znode.Batch, zxid int64, c *command) *znode.Result {
 	// The decoded request aliases the entry (its data buffers are subslices of c.body): Apply
 	// copies what the tree keeps, and nothing here keeps req once applyTxn returns. Decoding
 	// without copies saves every create and setData one allocation of its whole data.
@@ -170,7 +216,7 @@ func (f *fsm) applyTxn(zxid int64, c *command) *znode.Result {
 	}
 	txn := znode.Txn{Time: c.time, Session: c.session, Auth: c.auth, Op: c.op, Req: req,
 		Attach: c.attach, Seq: c.aseq, NoTTL: c.flags&cmdNoTTL != 0, SASLACL: c.flags&cmdSASLACL != 0}
-	r := f.tree.Load().Apply(zxid, &txn)
+	r := b.Apply(zxid, &txn)
 	if f.sessions != nil && r.Err == nil {
 		switch q := req.(type) {
 		case *znode.CreateSession:

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -149,5 +150,58 @@ func TestRestoreRejectsForeignSnapshot(t *testing.T) {
 	f := newFSM(slog.New(slog.DiscardHandler), "a")
 	if err := f.Restore(io.NopCloser(bytes.NewReader([]byte("nonsense")))); err == nil {
 		t.Fatal("restore accepted a foreign snapshot")
+	}
+}
+
+// A batch is published once: the apply hook sees every transaction in order, with no view until
+// the last, whose view holds them all; only then are the waiters and the proposers told, so no
+// writer hears of a change before the server can publish it, and no view is handed on before the
+// events of every change it holds were queued.
+func TestApplyBatchHookOrder(t *testing.T) {
+	logs := randomEntries(5, 60)
+	f := newFSM(slog.New(slog.DiscardHandler), "gen") // the generator's origin: every entry is "ours"
+	var calls []string
+	f.onApply = func(zxid int64, r *znode.Result, v *znode.View) {
+		if r.Zxid != zxid {
+			t.Errorf("hook for zxid %d got the result of %d", zxid, r.Zxid)
+		}
+		z := int64(-1)
+		if v != nil {
+			z = v.Zxid()
+		}
+		calls = append(calls, fmt.Sprintf("apply %d view %d", zxid, z))
+	}
+	f.deliver = func(seq uint64, c *command, r *znode.Result) {
+		if got := f.lastZxid.Load(); got < r.Zxid {
+			t.Errorf("result of %d delivered while lastZxid is %d", r.Zxid, got)
+		}
+		select {
+		case <-f.applied.wait(r.Zxid):
+		default:
+			t.Errorf("result of %d delivered before its waiters were woken", r.Zxid)
+		}
+		calls = append(calls, fmt.Sprintf("deliver %d", r.Zxid))
+	}
+	for _, batch := range [][]*raft.Log{logs[:1], logs[1:25], logs[25:]} {
+		calls = calls[:0]
+		out := f.ApplyBatch(batch)
+		var want []string
+		first, last := int64(batch[0].Index), int64(batch[len(batch)-1].Index)
+		for z := first; z <= last; z++ {
+			v := int64(-1)
+			if z == last {
+				v = last
+			}
+			want = append(want, fmt.Sprintf("apply %d view %d", z, v))
+		}
+		for z := first; z <= last; z++ {
+			want = append(want, fmt.Sprintf("deliver %d", z))
+		}
+		if !slices.Equal(calls, want) {
+			t.Fatalf("batch %d-%d: hooks ran as\n%v\nwant\n%v", first, last, calls, want)
+		}
+		if f.view().Zxid() != last || len(out) != len(batch) {
+			t.Fatalf("batch %d-%d: tree at %d, %d results", first, last, f.view().Zxid(), len(out))
+		}
 	}
 }

@@ -182,6 +182,11 @@ func (c *conn) read(hdr jute.RequestHeader, body jute.Record, auth []jute.Id) {
 		}) {
 			return
 		}
+		// A transaction was applied after v (its events are queued): read again on the view
+		// that holds it, once it is published (with the rest of its batch).
+		if s.awaitView(v.Zxid()+1, c.stopped) == nil {
+			return
+		}
 	}
 }
 
@@ -287,6 +292,9 @@ func (c *conn) setWatches(xid int32, rel int64, data, exist, child, persistent, 
 			}
 			c.reply(xid, v.Zxid(), jute.CodeOK, nil)
 		}) {
+			return
+		}
+		if s.awaitView(v.Zxid()+1, c.stopped) == nil {
 			return
 		}
 	}

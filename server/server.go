@@ -301,7 +301,9 @@ func (s *Server) awaitView(zxid int64, stop <-chan struct{}) *znode.View {
 
 // onApply is the consensus apply hook: it queues the transaction's watch events on the watching
 // connections, then publishes the view v that contains it, and closes the connections of the
-// sessions it closed. It runs on the FSM goroutine and never blocks on a client.
+// sessions it closed. v is nil when more transactions of the same applied batch follow: the
+// batch's last call publishes the view of them all, after all their events were queued. It runs
+// on the FSM goroutine and never blocks on a client.
 func (s *Server) onApply(zxid int64, r *znode.Result, v *znode.View) {
 	if len(r.Events) > 0 {
 		s.watches.fire(zxid, r.Events)
@@ -311,7 +313,9 @@ func (s *Server) onApply(zxid int64, r *znode.Result, v *znode.View) {
 	} else {
 		s.watches.advance(zxid)
 	}
-	s.publish(v)
+	if v != nil {
+		s.publish(v)
+	}
 	if len(r.Closed) > 0 {
 		s.sessionsClosed(r.Closed)
 	}

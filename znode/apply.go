@@ -12,7 +12,8 @@ import (
 const maxTTL = 0xFFFFFFFFFF
 
 // applier applies one transaction to a working copy of the current View. Nothing it builds is
-// visible to readers until Apply publishes it, so a failed write or multi is undone by dropping it.
+// visible to readers until Apply (or the Batch) publishes it, so a failed write or multi is undone
+// by dropping it.
 type applier struct {
 	t      *Tree
 	v      View // the working state
@@ -20,10 +21,10 @@ type applier struct {
 	txn    *Txn
 	events []Event
 	closed []int64
-	// tr is set while a multi is applied: the nodes in owned and the child B-tree nodes tr owns
-	// were made by this Apply and are not reachable from any View yet, so later ops of the multi
-	// change them in place rather than copying them again (see own). A failed multi drops them
-	// with the working state, as it drops copies.
+	// tr is set while a multi, or a single op of a Batch, is applied: the nodes in owned and the
+	// child B-tree nodes tr owns were made by this multi (or this batch) and are not reachable
+	// from any View yet, so later ops change them in place rather than copying them again (see
+	// own). A failed multi drops them with the working state, as it drops copies.
 	tr       *transient
 	owned    []*node
 	ownedExt []*nodeExt
@@ -36,7 +37,7 @@ type applier struct {
 	rewrites int
 }
 
-// maxOwned bounds the nodes a multi changes in place (their lookup is a linear scan).
+// maxOwned bounds the nodes a multi or a batch changes in place (their lookup is a linear scan).
 const maxOwned = 32
 
 // own returns the node to change in place of n: n itself if this Apply made it (a multi's
@@ -77,21 +78,67 @@ func (a *applier) ext(c *node) *nodeExt {
 }
 
 // Apply applies txn as transaction zxid and publishes the new state. It must not be called
-// concurrently with itself. A write that fails still advances LastZxid to zxid and changes nothing
-// else. Apply copies what it keeps of txn.Req, so txn may alias a buffer the caller reuses or
-// changes once Apply returns.
+// concurrently with itself or with a Batch. A write that fails still advances LastZxid to zxid and
+// changes nothing else. Apply copies what it keeps of txn.Req, so txn may alias a buffer the caller
+// reuses or changes once Apply returns.
 func (t *Tree) Apply(zxid int64, txn *Txn) Result {
-	old := t.cur.Load()
+	b := Batch{t: t, v: *t.cur.Load()}
+	res := b.Apply(zxid, txn)
+	b.Publish()
+	return res
+}
+
+// Batch applies a run of transactions to a working state that no View shows until Publish. Its
+// single creates, setData and deletes change in place the copies that earlier transactions of the
+// same batch made (one transient for the whole batch, as a multi has for its ops), so a batch of
+// writes under one parent copies the parent and its ancestors once rather than once per write.
+// Those three ops check everything before they change anything, so a failed one leaves nothing to
+// undo; any other transaction copies what it changes, or uses a transient of its own (a multi),
+// and a failed one is undone by dropping its copies, as in Apply.
+//
+// A Batch is used by one goroutine and never concurrently with Apply or another Batch of the same
+// tree; after Publish it must not be used again.
+type Batch struct {
+	t        *Tree
+	v        View
+	tr       *transient // nil in Apply, which has no later transactions to share copies with
+	owned    []*node
+	ownedExt []*nodeExt
+}
+
+// Batch starts a batch on the current state.
+func (t *Tree) Batch() *Batch {
+	b := &Batch{t: t, v: *t.cur.Load()}
+	if !t.copyMultis {
+		b.tr = new(transient)
+	}
+	return b
+}
+
+// Publish makes everything the batch applied visible at once and returns the new View.
+func (b *Batch) Publish() *View {
+	nv := b.v
+	b.t.cur.Store(&nv)
+	b.tr, b.owned, b.ownedExt = nil, nil, nil
+	return &nv
+}
+
+// Apply applies txn as transaction zxid to the batch's working state, with the results and
+// failures of Tree.Apply; the change is visible once the batch is published.
+func (b *Batch) Apply(zxid int64, txn *Txn) Result {
+	old := b.v
 	if txn == nil {
-		nv := *old
-		nv.zxid = zxid
-		t.cur.Store(&nv)
+		b.v.zxid = zxid
 		return Result{Zxid: zxid, Err: jute.CodeMarshallingError}
 	}
-	a := applier{t: t, v: *old, zxid: zxid, txn: txn}
+	a := applier{t: b.t, v: old, zxid: zxid, txn: txn}
 	a.v.zxid = zxid
-	if txn.Op == jute.OpMulti && !t.copyMultis {
+	shared := false
+	switch {
+	case txn.Op == jute.OpMulti && !b.t.copyMultis:
 		a.tr = new(transient)
+	case b.tr != nil && checksFirst(txn.Op):
+		a.tr, a.owned, a.ownedExt, shared = b.tr, b.owned, b.ownedExt, true
 	}
 	var (
 		sess   *session
@@ -113,7 +160,7 @@ func (t *Tree) Apply(zxid int64, txn *Txn) Result {
 		res.Resp = resp
 	}
 	if err != nil || !commit {
-		a.v = *old
+		a.v = old
 		a.v.zxid = zxid
 		if sess != nil {
 			// The write failed but took its place in the session's order.
@@ -121,10 +168,24 @@ func (t *Tree) Apply(zxid int64, txn *Txn) Result {
 		}
 	} else {
 		res.Events, res.Closed = a.events, a.closed
+		if shared {
+			b.owned, b.ownedExt = a.owned, a.ownedExt
+		}
 	}
-	nv := a.v
-	t.cur.Store(&nv)
+	b.v = a.v
 	return res
+}
+
+// checksFirst reports whether op, as a single transaction, makes all its checks before it changes
+// anything, so that it may change a batch's earlier copies in place: when it fails, it has changed
+// nothing. (A multi may fail after its first ops changed nodes; it has a transient of its own.)
+func checksFirst(op jute.Op) bool {
+	switch op {
+	case jute.OpCreate, jute.OpCreate2, jute.OpCreateContainer, jute.OpCreateTTL, jute.OpDelete,
+		jute.OpSetData:
+		return true
+	}
+	return false
 }
 
 // clientWrite reports whether op is a write a client sends (as opposed to the transactions the

@@ -1,6 +1,7 @@
 package znode
 
 import (
+	"bytes"
 	"testing"
 
 	"github.com/zkd-io/zkd/jute"
@@ -58,6 +59,7 @@ func FuzzApply(f *testing.F) {
 			if c, ok := res.Err.(jute.Code); res.Err != nil && (!ok || !c.Known()) {
 				t.Fatalf("error %v is not a known code", res.Err)
 			}
+			checkBatched(t, tr, &Txn{Time: 2_000_000, Session: int64(authSel % 5), Auth: auth, Op: op, Req: req})
 			return
 		}
 		_, err := tr.View().Read(int64(authSel%5), auth, op, req)
@@ -65,6 +67,39 @@ func FuzzApply(f *testing.F) {
 			t.Fatalf("error %v is not a known code", err)
 		}
 	})
+}
+
+// checkBatched applies txn inside a batch, between writes that leave the root and the nodes
+// under it as the batch's own copies, and checks that it gives what applying each alone with
+// every change copied gives, without changing the tree's published View.
+func checkBatched(t *testing.T, tr *Tree, txn *Txn) {
+	t.Helper()
+	var around []*Txn
+	for _, p := range []string{"/", "/a", "/b", "/a/b"} {
+		around = append(around, &Txn{Time: 1_000_000, Op: jute.OpSetData, Req: &jute.SetDataRequest{Path: p, Data: []byte("w"), Version: -1}})
+	}
+	txns := append(append(append([]*Txn{}, around...), txn), around...)
+	before := snapshotBytes(t, tr.View())
+	fast := &Tree{}
+	fast.cur.Store(tr.View())
+	slow := &Tree{copyMultis: true}
+	slow.cur.Store(tr.View())
+	b := fast.Batch()
+	zxid := tr.LastZxid()
+	for i, x := range txns {
+		zxid++
+		got, want := resultString(b.Apply(zxid, x)), resultString(slow.Apply(zxid, x))
+		if got != want {
+			t.Fatalf("txn %d in a batch gave %s; alone and copying %s", i, got, want)
+		}
+	}
+	b.Publish()
+	if !bytes.Equal(snapshotBytes(t, fast.View()), snapshotBytes(t, slow.View())) {
+		t.Fatalf("the batch left a different tree")
+	}
+	if !bytes.Equal(snapshotBytes(t, tr.View()), before) {
+		t.Fatalf("the batch changed the View it started from")
+	}
 }
 
 func indexOp(op jute.Op) int {

@@ -49,13 +49,10 @@ func randomMulti(r *rand.Rand, round int) *jute.MultiRequest {
 	return &jute.MultiRequest{Ops: ops}
 }
 
-// A multi changes its own copies in place (transients), which must be invisible: every multi
-// leaves the tree exactly as copying every change does, results included, and never changes a
-// View that was published before it, whether it succeeds or fails.
-func TestMultiTransientsMatchCopying(t *testing.T) {
-	fast, slow := New(), New()
-	slow.copyMultis = true
-	// /p1 is a quota root, so its creates and setData also rewrite its stats node.
+// setupPair makes /p0, /p1 and /p2 in both trees, at zxids 1 to 6, with /p1 a quota root, so that
+// creates and setData under it also rewrite its stats node.
+func setupPair(t *testing.T, fast, slow *Tree) {
+	t.Helper()
 	setup := []struct{ path, data string }{
 		{"/p0", ""}, {"/p1", ""}, {"/p2", ""},
 		{"/zookeeper/quota/p1", ""},
@@ -70,6 +67,15 @@ func TestMultiTransientsMatchCopying(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A multi changes its own copies in place (transients), which must be invisible: every multi
+// leaves the tree exactly as copying every change does, results included, and never changes a
+// View that was published before it, whether it succeeds or fails.
+func TestMultiTransientsMatchCopying(t *testing.T) {
+	fast, slow := New(), New()
+	slow.copyMultis = true
+	setupPair(t, fast, slow)
 	r := rand.New(rand.NewPCG(7, 11))
 	failed, ok := 0, 0
 	for round := range 300 {
