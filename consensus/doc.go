@@ -181,6 +181,11 @@
 // scripts/bench/cluster-profile.sh) zkd made 13.9-17.8k setData a second (median 16.0k) against
 // 12.7-14.2k (median 13.9k) with them spread: forwarding through followers costs about an eighth,
 // and the rest of the gap to the floor is Raft's and zkd's own work per message and per batch.
+// Applying is part of it: every zkd server applies every write, where the floor's other nodes
+// only log. The FSM applies each committed batch as one znode.Batch, so a batch's writes under one
+// parent copy the parent and its ancestors once; that took the FSM's CPU per setData from 6.2 to
+// 3.8 µs on the leader and from 5.0 to 3.5 µs on a follower (cluster-profile, every client on the
+// leader, 32 clients, about 13.5k/s).
 //
 // # Concurrency and locks
 //
