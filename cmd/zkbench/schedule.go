@@ -60,6 +60,15 @@ func openLoop(ctx context.Context, s schedule, limit int64, maxInFlight int, lau
 			case <-timer.C:
 			}
 		}
+		// A loop behind its schedule does not wait above, and a select with both cases ready
+		// picks either: look at ctx first, so no op is launched once the run has ended, nor one
+		// due at or after its deadline (whose timer may not have fired yet on a busy machine).
+		if ctx.Err() != nil {
+			return i
+		}
+		if d, ok := ctx.Deadline(); ok && !intended.Before(d) {
+			return i
+		}
 		select {
 		case <-ctx.Done():
 			return i

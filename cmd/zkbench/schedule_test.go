@@ -91,3 +91,19 @@ func TestOpenLoopStopsWithContext(t *testing.T) {
 		t.Fatalf("launched %d ops in 50 ms at 1000/s", n)
 	}
 }
+
+// A loop far behind its schedule (every op already due) launches nothing once its run has ended,
+// however many ops are due: the smoke run's open loop overshot its 500 ms when a stall ran past
+// the deadline and the loop then picked the free slot over the ended context.
+func TestOpenLoopBehindScheduleStopsWithContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for range 20 {
+		s := schedule{start: time.Now().Add(-time.Second), rate: 1000}
+		var launched int64
+		n := openLoop(ctx, s, 0, 100, func(i int64, _ time.Time, finish func()) { launched++; finish() })
+		if n != 0 || launched != 0 {
+			t.Fatalf("openLoop after its context ended returned %d, launched %d", n, launched)
+		}
+	}
+}

@@ -36,8 +36,11 @@ func smokeAll(ctx context.Context, addrs []string, log io.Writer) ([]result, err
 	if err == nil {
 		err = checkSane(res)
 	}
-	if err == nil && (res.Ops < 100 || res.Ops > 300) {
-		err = fmt.Errorf("open loop at 500/s for %v completed %d ops", smokeDuration, res.Ops)
+	// The schedule starts after the run's deadline was set, and no op due at or after the
+	// deadline is launched: at most 500/s × 500 ms, plus the op due at the start. (How many fewer
+	// depends on how busy the machine is, so that is not checked.)
+	if err == nil && res.Ops > 251 {
+		err = fmt.Errorf("open loop at 500/s for %v completed %d ops, more than were due", smokeDuration, res.Ops)
 	}
 	if err != nil {
 		errs = append(errs, fmt.Errorf("zkbench: smoke open-loop get: %w", err))
