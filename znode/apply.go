@@ -109,7 +109,7 @@ type Batch struct {
 // Batch starts a batch on the current state.
 func (t *Tree) Batch() *Batch {
 	b := &Batch{t: t, v: *t.cur.Load()}
-	if !t.copyMultis {
+	if !t.noTransients {
 		b.tr = new(transient)
 	}
 	return b
@@ -135,7 +135,7 @@ func (b *Batch) Apply(zxid int64, txn *Txn) Result {
 	a.v.zxid = zxid
 	shared := false
 	switch {
-	case txn.Op == jute.OpMulti && !b.t.copyMultis:
+	case txn.Op == jute.OpMulti && !b.t.noTransients:
 		a.tr = new(transient)
 	case b.tr != nil && checksFirst(txn.Op):
 		a.tr, a.owned, a.ownedExt, shared = b.tr, b.owned, b.ownedExt, true

@@ -59,7 +59,7 @@ func randomTxn(r *rand.Rand, step int) *Txn {
 // change copied, and no View published before the batch changes, whatever fails inside it.
 func TestBatchMatchesSingleApplies(t *testing.T) {
 	fast, slow := New(), New()
-	slow.copyMultis = true
+	slow.noTransients = true
 	setupPair(t, fast, slow)
 	zxid := int64(6)
 	r := rand.New(rand.NewPCG(3, 5))
@@ -120,7 +120,7 @@ func TestBatchCopiesAncestorsOnce(t *testing.T) {
 	}
 	measure := func(copying bool) float64 {
 		return testing.AllocsPerRun(5, func() {
-			t2 := &Tree{copyMultis: copying}
+			t2 := &Tree{noTransients: copying}
 			t2.cur.Store(tr.View())
 			t2.acls = tr.acls
 			b := t2.Batch()
@@ -146,7 +146,7 @@ func BenchmarkApplyBatch(b *testing.B) {
 		for _, copying := range []bool{false, true} {
 			b.Run(fmt.Sprintf("%s/copying=%v", op, copying), func(b *testing.B) {
 				tr := New()
-				tr.copyMultis = copying
+				tr.noTransients = copying
 				data := bytes.Repeat([]byte{'m'}, 128)
 				zxid := int64(1)
 				tr.Apply(zxid, &Txn{Op: jute.OpCreate, Req: &jute.CreateRequest{Path: "/zkbench", ACL: worldAll}})

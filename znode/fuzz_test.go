@@ -82,7 +82,7 @@ func checkBatched(t *testing.T, tr *Tree, txn *Txn) {
 	before := snapshotBytes(t, tr.View())
 	fast := &Tree{}
 	fast.cur.Store(tr.View())
-	slow := &Tree{copyMultis: true}
+	slow := &Tree{noTransients: true}
 	slow.cur.Store(tr.View())
 	b := fast.Batch()
 	zxid := tr.LastZxid()

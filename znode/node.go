@@ -332,9 +332,9 @@ type Tree struct {
 	// scratch space for Apply, reused between transactions
 	segs  []string
 	chain []*node
-	// copyMultis makes multis and batches copy every node they change, as Apply's single ops do,
+	// noTransients makes multis and batches copy every node they change, as Apply's single ops do,
 	// instead of changing their own copies in place; the tests compare the two.
-	copyMultis bool
+	noTransients bool
 	// freshWalks makes every rewrite walk from the root instead of reusing find's walk; the
 	// tests compare the two.
 	freshWalks bool

@@ -74,7 +74,7 @@ func setupPair(t *testing.T, fast, slow *Tree) {
 // View that was published before it, whether it succeeds or fails.
 func TestMultiTransientsMatchCopying(t *testing.T) {
 	fast, slow := New(), New()
-	slow.copyMultis = true
+	slow.noTransients = true
 	setupPair(t, fast, slow)
 	r := rand.New(rand.NewPCG(7, 11))
 	failed, ok := 0, 0
@@ -123,7 +123,7 @@ func TestMultiCopiesAncestorsOnce(t *testing.T) {
 	zxid := int64(3)
 	measure := func(copying bool) float64 {
 		return testing.AllocsPerRun(5, func() {
-			t2 := &Tree{copyMultis: copying}
+			t2 := &Tree{noTransients: copying}
 			t2.cur.Store(tr.View())
 			t2.acls = tr.acls
 			t2.Apply(zxid, &Txn{Time: zxid, Op: jute.OpMulti, Req: req})
