@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -15,6 +16,7 @@ import (
 	wal "github.com/hashicorp/raft-wal"
 	"github.com/hashicorp/raft-wal/migrate"
 	"github.com/hashicorp/raft-wal/segment"
+	"github.com/hashicorp/raft-wal/types"
 	"go.etcd.io/bbolt"
 )
 
@@ -171,7 +173,7 @@ func (w *walStore) Close() error {
 
 func openWAL(dir string, segmentSize int, hl hclog.Logger) (w *walStore, err error) {
 	var deletes *laterDeletes
-	vfs, stopZeroing := newZeroAheadFS(hl.Named("wal"))
+	stopZeroing := func() {}
 	defer func() {
 		// A damaged segment or metadata file can make raft-wal's decoders index out of range.
 		if r := recover(); r != nil {
@@ -192,7 +194,15 @@ func openWAL(dir string, segmentSize int, hl hclog.Logger) (w *walStore, err err
 	if segmentSize > 0 {
 		size = segmentSize
 	}
-	deletes = newLaterDeletes(segment.NewFiler(dir, vfs), dir, hl.Named("wal"))
+	var pool *segmentPool
+	if runtime.GOOS == "linux" {
+		if pool, err = newSegmentPool(dir, int64(size), hl.Named("wal")); err != nil {
+			return nil, fmt.Errorf("consensus: wal dir: %w", err)
+		}
+	}
+	var vfs types.VFS
+	vfs, stopZeroing = newZeroAheadFS(hl.Named("wal"), pool)
+	deletes = newLaterDeletes(segment.NewFiler(dir, vfs), dir, pool, hl.Named("wal"))
 	ww, err := wal.Open(dir, wal.WithLogger(hl.Named("wal")), wal.WithMetaStore(meta), wal.WithSegmentSize(size),
 		wal.WithSegmentFiler(deletes))
 	if err != nil {

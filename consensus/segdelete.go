@@ -22,8 +22,9 @@ import (
 // happens when a crash comes between the two today).
 type laterDeletes struct {
 	types.SegmentFiler
-	dir string // where the segment files are
-	log hclog.Logger
+	dir  string       // where the segment files are
+	pool *segmentPool // keeps dropped segments' files for reuse; nil: every one is deleted
+	log  hclog.Logger
 
 	mu     sync.Mutex
 	closed bool
@@ -37,8 +38,8 @@ type segmentRef struct{ base, id uint64 }
 // does.
 const maxQueuedDeletes = 1024
 
-func newLaterDeletes(inner types.SegmentFiler, dir string, log hclog.Logger) *laterDeletes {
-	d := &laterDeletes{SegmentFiler: inner, dir: dir, log: log, queue: make(chan segmentRef, maxQueuedDeletes), done: make(chan struct{})}
+func newLaterDeletes(inner types.SegmentFiler, dir string, pool *segmentPool, log hclog.Logger) *laterDeletes {
+	d := &laterDeletes{SegmentFiler: inner, dir: dir, pool: pool, log: log, queue: make(chan segmentRef, maxQueuedDeletes), done: make(chan struct{})}
 	go d.run()
 	return d
 }
@@ -61,9 +62,13 @@ func (d *laterDeletes) Delete(base, id uint64) error {
 func (d *laterDeletes) run() {
 	defer close(d.done)
 	for s := range d.queue {
+		name := segment.FileName(types.SegmentInfo{BaseIndex: s.base, ID: s.id})
+		if d.pool != nil && d.pool.keep(name) {
+			continue
+		}
 		// Empty it gently first (see shrinkGently): a 64 MiB segment unlinked at once stalls the
 		// appends' fsyncs like a snapshot does.
-		_ = shrinkGently(filepath.Join(d.dir, segment.FileName(types.SegmentInfo{BaseIndex: s.base, ID: s.id})), nil)
+		_ = shrinkGently(filepath.Join(d.dir, name), nil)
 		if err := d.SegmentFiler.Delete(s.base, s.id); err != nil {
 			// As raft-wal does: not fatal, the file is left behind (and deleted at the next open).
 			d.log.Error("failed to delete an old log segment", "baseIndex", s.base, "id", s.id, "err", err)

@@ -42,7 +42,7 @@ func (g *gatedFiler) deleted() []uint64 {
 func TestLaterDeletes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		inner := &gatedFiler{gate: make(chan struct{})}
-		d := newLaterDeletes(inner, t.TempDir(), hclog.NewNullLogger())
+		d := newLaterDeletes(inner, t.TempDir(), nil, hclog.NewNullLogger())
 		var returned atomic.Int32
 		go func() {
 			for id := uint64(1); id <= 3; id++ {
@@ -140,7 +140,7 @@ func TestLaterDeletesShrinkFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	inner := &sizeAtDelete{dir: dir}
-	d := newLaterDeletes(inner, dir, hclog.NewNullLogger())
+	d := newLaterDeletes(inner, dir, nil, hclog.NewNullLogger())
 	if err := d.Delete(100, 7); err != nil {
 		t.Fatal(err)
 	}

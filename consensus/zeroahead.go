@@ -42,7 +42,8 @@ import (
 // longer appended to is left as it is.
 type zeroAheadFS struct {
 	types.VFS
-	log hclog.Logger
+	log  hclog.Logger
+	pool *segmentPool // where Create takes files already zeroed from; nil: none
 
 	mu      sync.Mutex
 	cond    *sync.Cond
@@ -66,11 +67,11 @@ const (
 
 // newZeroAheadFS returns the file system raft-wal uses for dir's segments: zeroing ahead on
 // Linux, where sync_file_range writes the zeros out without an fsync; plain elsewhere.
-func newZeroAheadFS(log hclog.Logger) (types.VFS, func()) {
+func newZeroAheadFS(log hclog.Logger, pool *segmentPool) (types.VFS, func()) {
 	if runtime.GOOS != "linux" {
 		return walfs.New(), func() {}
 	}
-	z := &zeroAheadFS{VFS: walfs.New(), log: log, done: make(chan struct{})}
+	z := &zeroAheadFS{VFS: walfs.New(), log: log, pool: pool, done: make(chan struct{})}
 	z.cond = sync.NewCond(&z.mu)
 	go z.run()
 	return z, z.close
@@ -92,6 +93,13 @@ type zeroFile struct {
 }
 
 func (z *zeroAheadFS) Create(dir, name string, size uint64) (types.WritableFile, error) {
+	if z.pool != nil && dir == z.pool.dir {
+		if f := z.pool.take(name, int64(size)); f != nil {
+			zf := z.wrap(f, int64(size))
+			zf.frontier = zf.size // zeros all through: nothing for the zeroer to do
+			return zf, nil
+		}
+	}
 	wf, err := z.VFS.Create(dir, name, size)
 	if err != nil {
 		return nil, err

@@ -18,7 +18,7 @@ func newTestZeroAheadFS(t *testing.T) *zeroAheadFS {
 	if runtime.GOOS != "linux" {
 		t.Skip("the log is zeroed ahead only on Linux")
 	}
-	vfs, stop := newZeroAheadFS(hclog.NewNullLogger())
+	vfs, stop := newZeroAheadFS(hclog.NewNullLogger(), nil)
 	t.Cleanup(stop)
 	return vfs.(*zeroAheadFS)
 }
@@ -180,7 +180,7 @@ func TestZeroAheadAppendWaitsForTheRangeBeingZeroed(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("the log is zeroed ahead only on Linux")
 	}
-	vfs, stop := newZeroAheadFS(hclog.NewNullLogger())
+	vfs, stop := newZeroAheadFS(hclog.NewNullLogger(), nil)
 	defer stop()
 	z := vfs.(*zeroAheadFS)
 	claimed, release := make(chan struct{}), make(chan struct{})
