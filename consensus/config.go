@@ -112,7 +112,8 @@ type Config struct {
 	// log run far past the threshold, all of which a restart after a crash must replay.
 	SnapshotInterval time.Duration
 	// TrailingLogs is how many entries are kept after a snapshot so slow followers can catch up
-	// from the log. Zero means 10240.
+	// from the log. Zero means 10240. Fewer are kept when the entries are large: no more than a
+	// third of the tree's data size (at least 64 MiB) in bytes (trailing.go).
 	TrailingLogs uint64
 	// SnapshotRetain is how many snapshots are kept on disk. Zero means 2.
 	SnapshotRetain int

@@ -51,14 +51,18 @@ type fsm struct {
 	// operations (a multi's each). Past snapBytes (or twice the tree's data size if snapByTree
 	// and that is larger), or past snapOps operations, it calls wantSnapshot once: snapAsked is
 	// set until a snapshot (or a failed one) resets the counts. snapAsks counts the calls.
-	sinceSnap    atomic.Uint64
-	opsSinceSnap atomic.Uint64
-	snapAsked    atomic.Bool
-	snapAsks     atomic.Uint64
-	snapBytes    uint64
-	snapByTree   bool
-	snapOps      uint64
-	wantSnapshot func()
+	sinceSnap     atomic.Uint64
+	opsSinceSnap  atomic.Uint64
+	entsSinceSnap atomic.Uint64 // entries applied since the last snapshot
+	snapAsked     atomic.Bool
+	snapAsks      atomic.Uint64
+	snapBytes     uint64
+	snapByTree    bool
+	snapOps       uint64
+	wantSnapshot  func()
+	// onSnapshot, if set, is told at the start of every snapshot the bytes and entries applied
+	// since the last one and the tree's data size (Node.trailFor).
+	onSnapshot func(bytes, entries uint64, dataSize int64)
 	// metrics receives the apply, propagation and snapshot times (metrics.go); nil in some tests.
 	metrics *metrics
 	// snapDir is the directory raft's file snapshot store writes under ("" in memory); paced
@@ -166,6 +170,7 @@ func (f *fsm) applyCommand(b *znode.Batch, l *raft.Log) (appliedEntry, bool) {
 	if m, ok := res.Resp.(*jute.MultiResponse); ok && len(m.Results) > 1 {
 		ops = uint64(len(m.Results))
 	}
+	f.entsSinceSnap.Add(1)
 	n, o := f.sinceSnap.Add(uint64(len(l.Data))), f.opsSinceSnap.Add(ops)
 	if f.wantSnapshot != nil && (n >= f.snapBytes || (f.snapOps > 0 && o >= f.snapOps)) && f.snapDue(n, o) {
 		f.snapAsks.Add(1)
@@ -246,13 +251,18 @@ func (f *fsm) snapDue(n, o uint64) bool {
 func (f *fsm) resetSnapCount() {
 	f.sinceSnap.Store(0)
 	f.opsSinceSnap.Store(0)
+	f.entsSinceSnap.Store(0)
 	f.snapAsked.Store(false)
 }
 
 // Snapshot captures the current view; Persist writes it while applies continue.
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	v := f.view()
+	if f.onSnapshot != nil {
+		f.onSnapshot(f.sinceSnap.Load(), f.entsSinceSnap.Load(), v.DataSize())
+	}
 	f.resetSnapCount()
-	s := &fsmSnapshot{view: f.view(), start: time.Now(), dir: f.snapDir, paced: &f.paced}
+	s := &fsmSnapshot{view: v, start: time.Now(), dir: f.snapDir, paced: &f.paced}
 	if f.metrics != nil {
 		s.times = f.metrics.snapshot
 	}

@@ -207,6 +207,7 @@ func New(cfg Config) (*Node, error) {
 		default:
 		}
 	}
+	n.fsm.onSnapshot = n.trailFor
 	opening := time.Now()
 	err := n.open()
 	var d *DamageError
