@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/hashicorp/go-hclog"
 )
@@ -51,10 +52,13 @@ type segmentPool struct {
 	size int64 // raft-wal's segment size: the only size Create asks for and the pool keeps
 	log  hclog.Logger
 	free func() (uint64, bool) // the free space on dir's file system; tests replace it
+	// rename renames without replacing (renameNoReplace); tests replace it.
+	rename func(from, to string) error
 
 	mu    sync.Mutex
 	ready []string // names in dir of kept files: zeroed, durable, size bytes each
 	next  uint64   // numbers the kept files' names
+	off   bool     // the file system cannot rename without replacing: keep nothing
 }
 
 const (
@@ -83,7 +87,8 @@ func newSegmentPool(dir string, size int64, log hclog.Logger) (*segmentPool, err
 			}
 		}
 	}
-	return &segmentPool{dir: dir, size: size, log: log, free: func() (uint64, bool) { return diskFree(dir) }}, nil
+	return &segmentPool{dir: dir, size: size, log: log, free: func() (uint64, bool) { return diskFree(dir) },
+		rename: renameNoReplace}, nil
 }
 
 // keep takes the file of a dropped segment into the pool, zeroing it first. It reports whether
@@ -95,7 +100,7 @@ func (p *segmentPool) keep(name string) bool {
 		return false
 	}
 	p.mu.Lock()
-	if len(p.ready) >= maxSpares {
+	if p.off || len(p.ready) >= maxSpares {
 		p.mu.Unlock()
 		return false
 	}
@@ -134,9 +139,20 @@ func (p *segmentPool) take(name string, size int64) *os.File {
 	p.ready = p.ready[:len(p.ready)-1]
 	p.mu.Unlock()
 	from, to := filepath.Join(p.dir, spare), filepath.Join(p.dir, name)
-	if err := renameNoReplace(from, to); err != nil {
+	if err := p.rename(from, to); err != nil {
 		p.log.Warn("could not reuse a kept log segment file", "file", from, "err", err)
 		_ = os.Remove(from)
+		if errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ENOSYS) || errors.Is(err, errors.ErrUnsupported) {
+			// The file system has no renameat2 NOREPLACE: stop keeping files only to delete them.
+			p.mu.Lock()
+			p.off = true
+			names := p.ready
+			p.ready = nil
+			p.mu.Unlock()
+			for _, n := range names {
+				_ = os.Remove(filepath.Join(p.dir, n))
+			}
+		}
 		return nil
 	}
 	f, err := os.OpenFile(to, os.O_RDWR, 0)

@@ -228,3 +228,43 @@ func TestSegmentPoolGivesUpFilesWhenSpaceIsShort(t *testing.T) {
 		t.Fatalf("kept files left on disk: %v", left)
 	}
 }
+
+// On a file system without renameat2's NOREPLACE the pool stops keeping files (it could never
+// hand one out), deletes those it holds, and Create goes on making segments as before.
+func TestSegmentPoolStopsWithoutNoReplace(t *testing.T) {
+	const size = 64 << 10
+	dir := t.TempDir()
+	p, err := newSegmentPool(dir, size, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.free = func() (uint64, bool) { return 1 << 40, true }
+	p.rename = func(from, to string) error {
+		return &os.LinkError{Op: "rename", Old: from, New: to, Err: syscall.EINVAL}
+	}
+	for i := range 2 {
+		name := fmt.Sprintf("old%d.wal", i)
+		if err := os.WriteFile(filepath.Join(dir, name), make([]byte, size), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if !p.keep(name) {
+			t.Fatal("the pool refused a file before it knew the rename fails")
+		}
+	}
+	if f := p.take("new.wal", size); f != nil {
+		t.Fatal("take handed out a file although the rename failed")
+	}
+	if n := p.spares(); n != 0 {
+		t.Fatalf("the pool still holds %d files", n)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "*"+spareSuffix)); len(left) != 0 {
+		t.Fatalf("kept files left on disk: %v", left)
+	}
+	name := "old9.wal"
+	if err := os.WriteFile(filepath.Join(dir, name), make([]byte, size), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if p.keep(name) {
+		t.Fatal("the pool kept a file after the rename was found not to work")
+	}
+}
