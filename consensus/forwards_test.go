@@ -4,9 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"net"
-	"runtime"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -95,17 +95,23 @@ func (r *forwardRig) forward(origin string, seq, id uint64, fut raft.ApplyFuture
 
 // TestForwardAnswersPerBatch: the answers to forwarded writes applied in one batch go out in one
 // write, each with its call id and the entry's index and term; the futures are never read.
+//
+// In a synctest bubble: the test needs the writer idle (blocked) while the batch is queued. It
+// used to wait only until the writer had taken its wake-up, and a writer that took it but had
+// not yet looked at the queue sent the batch's first answers early (seen once in CI).
 func TestForwardAnswersPerBatch(t *testing.T) {
+	synctest.Test(t, testForwardAnswersPerBatch)
+}
+
+func testForwardAnswersPerBatch(t *testing.T) {
 	r := newForwardRig(t)
 	never := &stuckFuture{release: make(chan struct{})}
 	for i := uint64(1); i <= 5; i++ {
 		r.forward("f1", i, 100+i, never)
 	}
 	r.forward("f2", 1, 200, never) // applied in a later batch
-	// Wait for the writer to take the signal that armed its sweep.
-	for len(r.out.wake) > 0 {
-		runtime.Gosched()
-	}
+	// The writer took the signal that armed its sweep and waits again.
+	synctest.Wait()
 	before := r.conn.writes.Load()
 	// One batch, as the FSM applies it: a local entry, the five forwarded ones, one unknown.
 	r.n.forwardApplied("other", 9, 40, 3)
