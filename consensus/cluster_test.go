@@ -427,6 +427,40 @@ func TestForwardedCommitIsRelayed(t *testing.T) {
 	c.converge()
 }
 
+// TestForwarderHearsNoAnnouncementOfItsWrite checks that the leader does not announce a commit
+// to the follower whose forwarded write it was (the answer to the forward carried the same
+// commit), while the other follower is still told of each write well within CommitTimeout.
+func TestForwarderHearsNoAnnouncementOfItsWrite(t *testing.T) {
+	c := newCluster(t, 3, false, func(cfg *Config) { cfg.CommitTimeout = time.Second })
+	c.leader()
+	fs := c.followers()
+	f, g := fs[0], fs[1]
+	ctx := ctxT(t, 60*time.Second)
+	const writes = 12
+	heardF, heardG := f.Stats().Heard, g.Stats().Heard
+	for i := range writes {
+		res, err := f.Propose(ctx, createReq(fmt.Sprintf("/told%d", i), nil, jute.ModePersistent))
+		if err != nil || res.Err != nil {
+			t.Fatalf("write %d: %v %v", i, err, res.Err)
+		}
+		wctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		err = g.WaitApplied(wctx, res.Zxid)
+		cancel()
+		if err != nil {
+			t.Fatalf("write %d not applied on the other follower within 500ms: %v", i, err)
+		}
+	}
+	c.converge()
+	df, dg := f.Stats().Heard-heardF, g.Stats().Heard-heardG
+	t.Logf("announcements heard: forwarding follower %d, other follower %d, of %d writes", df, dg, writes)
+	if dg == 0 {
+		t.Fatal("the other follower heard no announcement")
+	}
+	if df > writes/4 {
+		t.Fatalf("the forwarding follower heard %d announcements of its own %d writes", df, writes)
+	}
+}
+
 // TestLeaderAnnouncesCommits checks that followers learn the leader's commits without waiting
 // for its idle AppendEntries (CommitTimeout is a second here): each write made on the leader
 // must be applied on both followers well within that.

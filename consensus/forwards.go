@@ -323,12 +323,20 @@ func (n *Node) forwardApplied(origin string, seq, index, term uint64) {
 		return
 	}
 	w.out.queue(w.id, statusOK, encodeMsg(&commitMsg{Index: index, Term: term}))
+	n.fwdLast = forwardAnswer{server: originServer(origin), index: index}
 	for _, o := range n.fwdFlush {
 		if o == w.out {
 			return
 		}
 	}
 	n.fwdFlush = append(n.fwdFlush, w.out)
+}
+
+// forwardAnswer names the server whose forwarded write was the last one answered as applied,
+// and the index its answer carried.
+type forwardAnswer struct {
+	server string
+	index  uint64
 }
 
 // flushForwards sends the answers queued in this batch (rpcReplies.flush).

@@ -119,6 +119,7 @@ type Stats struct {
 	Reaped       int64  // nodes this node reaped as leader
 	Announced    int64  // commits announced to the followers as leader (relay.go)
 	Relayed      int64  // forwarded commits this follower passed on to its own Raft (relay.go)
+	Heard        int64  // commit announcements this follower received from the leader (relay.go)
 	RelayWaited  int64  // times a forwarded commit waited for its entry to reach the local log
 	RelayRefused int64  // relayed commits the local Raft refused (it moved to a later term)
 	Tracked      int    // sessions with a liveness deadline on this node
@@ -170,6 +171,7 @@ func (n *Node) Stats() Stats {
 		Reaped:       n.stats.reaped.Load(),
 		Announced:    n.stats.announced.Load(),
 		Relayed:      n.stats.relayed.Load(),
+		Heard:        n.stats.heard.Load(),
 		RelayWaited:  n.stats.relayWaited.Load(),
 		RelayRefused: n.stats.relayRefused.Load(),
 		Tracked:      n.sessions.len(),

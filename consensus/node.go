@@ -85,9 +85,11 @@ type Node struct {
 	// leaderq holds the writes proposed here as leader, for runWatcher.
 	leaderq leaderQueue
 	// fwd holds the writes peers forwarded here as leader until they are applied; fwdFlush the
-	// connections answered in the batch being applied (FSM goroutine only). See forwards.go.
+	// connections answered in the batch being applied and fwdLast the last forward answered
+	// (FSM goroutine only). See forwards.go.
 	fwd      *forwards
 	fwdFlush []*rpcReplies
+	fwdLast  forwardAnswer
 	stop     chan struct{}
 	ctx      context.Context // cancelled when shutdown begins; for the node's own calls
 	cancel   context.CancelFunc
@@ -116,14 +118,15 @@ type Node struct {
 		expired      atomic.Int64
 		reaped       atomic.Int64
 		announced    atomic.Int64
+		heard        atomic.Int64
 		relayed      atomic.Int64
 		relayWaited  atomic.Int64
 		relayRefused atomic.Int64
 	}
-	metrics  *metrics    // the measurements mntr and /metrics read (metrics.go)
-	diskFull atomic.Bool // the data directory's disk is full (Stats.DiskFull; diskguard.go)
-	segSize  int         // the log's segment size, for the disk guard (0 in memory)
-	announce commitNote  // the leader's latest applied entry, to announce (relay.go)
+	metrics  *metrics     // the measurements mntr and /metrics read (metrics.go)
+	diskFull atomic.Bool  // the data directory's disk is full (Stats.DiskFull; diskguard.go)
+	segSize  int          // the log's segment size, for the disk guard (0 in memory)
+	announce announcement // the leader's latest applied entry, to announce (relay.go)
 	relay    *relay
 	snap     chan struct{} // the FSM asks for a snapshot (SnapshotBytes)
 
@@ -179,7 +182,7 @@ func New(cfg Config) (*Node, error) {
 	n.mu.conns = make(map[net.Conn]struct{})
 	n.mu.touches = make(map[int64]struct{})
 
-	n.announce = newCommitNote()
+	n.announce = announcement{commitNote: newCommitNote()}
 	n.relay = newRelay()
 	n.metrics = newMetrics()
 	n.metrics.electionStart.Store(time.Now().UnixNano())
@@ -193,7 +196,11 @@ func New(cfg Config) (*Node, error) {
 	n.fsm.forwarded = n.forwardApplied
 	n.fsm.batchApplied = func(index, term uint64) {
 		n.flushForwards()
-		n.announce.offer(index, term)
+		told := ""
+		if n.fwdLast.index == index {
+			told = n.fwdLast.server // its answer carries this very commit
+		}
+		n.announce.offerExcept(index, term, told)
 	}
 	n.fsm.sessions = n.sessions
 	n.fsm.restored = n.restoredTree

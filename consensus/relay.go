@@ -15,11 +15,12 @@ import (
 // So the leader tells its followers what it commits, as ZooKeeper's leader sends COMMIT: its reply
 // to a forwarded write carries the entry's index and the leader's term, and after applying
 // entries with nothing newer appended (so no AppendEntries is about to carry the commit index) it
-// sends the same pair to every other server over the cluster RPC (announce). A follower hands that
-// fact to its own Raft as the AppendEntries the leader would send next, with no entries: term T,
-// previous entry (C, T), commit index C. Raft accepts it only as the leader's message would be
-// accepted: a follower in a later term ignores it, and one whose log does not hold entry C with
-// term T rejects it. When it is accepted, the follower's log matches the leader's up to C (the log
+// sends the same pair to every other server over the cluster RPC (announce), except a server
+// whose forwarded write was the last entry applied: its answer carried the same pair. A follower
+// hands that fact to its own Raft as the AppendEntries the leader would send next, with no
+// entries: term T, previous entry (C, T), commit index C. Raft accepts it only as the leader's
+// message would be accepted: a follower in a later term ignores it, and one whose log does not
+// hold entry C with term T rejects it. When it is accepted, the follower's log matches the leader's up to C (the log
 // matching property), and C is committed (the leader said so), so committing through C is exactly
 // what the leader's next message would make it do. The message is handed to this node's own
 // Raft transport in-process (raft.NetworkTransport.Deliver, in the raft fork), where Raft's loop
@@ -57,10 +58,29 @@ func (c *commitNote) offer(index, term uint64) {
 	c.signal()
 }
 
-func (c *commitNote) load() (index, term uint64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.index, c.term
+// announcement is the leader's latest applied batch to announce, and the server, if any, whose
+// forwarded write was that batch's last entry: the answer to the forward carried the same
+// commit, so announcing it to that server too would only cost it a read and its Raft a message.
+type announcement struct {
+	commitNote
+	told string // guarded by mu
+}
+
+// offerExcept records (index, term), noting that server told already knows it ("" for none),
+// unless a newer commit is already noted, and wakes the announcer.
+func (a *announcement) offerExcept(index, term uint64, told string) {
+	a.mu.Lock()
+	if index > a.index {
+		a.index, a.term, a.told = index, term, told
+	}
+	a.mu.Unlock()
+	a.signal()
+}
+
+func (a *announcement) loadExcept() (index, term uint64, told string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.index, a.term, a.told
 }
 
 // relay notes the highest commit reported by the leader and not yet relayed or applied, and how
@@ -208,7 +228,7 @@ func (l relayedLogs) IsMonotonic() bool {
 func (n *Node) runAnnouncer() {
 	var (
 		sent    uint64
-		peers   []string
+		peers   []raft.Server
 		peersAt time.Time
 		states  = map[string]*peerAnnouncement{}
 	)
@@ -218,16 +238,20 @@ func (n *Node) runAnnouncer() {
 		case <-n.stop:
 			return
 		}
-		index, term := n.announce.load()
+		index, term, told := n.announce.loadExcept()
 		if index <= sent || n.raft.State() != raft.Leader || n.raft.LastIndex() > index {
 			continue // announced, not ours to do, or a later entry's AppendEntries will carry it
 		}
 		if peers == nil || time.Since(peersAt) > time.Second {
-			peers, peersAt = n.peerAddrs(), time.Now()
+			peers, peersAt = n.peers(), time.Now()
 		}
 		sent = index
 		n.stats.announced.Add(1)
-		for _, addr := range peers {
+		for _, s := range peers {
+			if string(s.ID) == told {
+				continue
+			}
+			addr := string(s.Address)
 			p := states[addr]
 			if p == nil {
 				p = &peerAnnouncement{addr: addr}
@@ -279,17 +303,17 @@ func (n *Node) announceTo(p *peerAnnouncement) {
 	}
 }
 
-// peerAddrs returns the addresses of the other servers in the latest configuration.
-func (n *Node) peerAddrs() []string {
+// peers returns the other servers in the latest configuration.
+func (n *Node) peers() []raft.Server {
 	f := n.raft.GetConfiguration()
 	if f.Error() != nil {
 		return nil
 	}
-	var addrs []string
+	var peers []raft.Server
 	for _, s := range f.Configuration().Servers {
 		if s.ID != raft.ServerID(n.cfg.ID) {
-			addrs = append(addrs, string(s.Address))
+			peers = append(peers, s)
 		}
 	}
-	return addrs
+	return peers
 }

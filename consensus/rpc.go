@@ -479,6 +479,7 @@ func (n *Node) serveRPC(conn net.Conn) {
 			if decodeMsg(payload, &m) == nil {
 				n.relay.offer(m.Index, m.Term)
 				n.metrics.learnerComms.Inc()
+				n.stats.heard.Add(1)
 			}
 			if id != 0 {
 				out.reply(id, statusOK, nil)

@@ -10,7 +10,9 @@
 # Ports: CLUSTER_PROFILE_PORT (default 22400) and the 40 above it, on 127.0.0.1.
 # CLUSTER_PROFILE_OFF=1 runs the load without profiling (for A/B rounds of two builds).
 # CLUSTER_PROFILE_LEADER_ONLY=1 connects every client to the leader (as the replicated floor
-# server's clients are), instead of spreading them over the three servers.
+# server's clients are), instead of spreading them over the three servers;
+# CLUSTER_PROFILE_FOLLOWER_ONLY=1 connects them all to the profiled follower, so that every write
+# is forwarded (as with a ZooKeeper client whose server is not the leader).
 set -euo pipefail
 [ $# -ge 3 ] || { sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 bin=$(realpath "$1") w=$2 out=$3
@@ -67,6 +69,7 @@ declare -A cpu0 io0
 for p in "${pids[@]}"; do cpu0[$p]=$(ticks "$p") io0[$p]=$(syscalls "$p"); done
 addrs=127.0.0.1:$base,127.0.0.1:$((base + 1)),127.0.0.1:$((base + 2))
 [ "${CLUSTER_PROFILE_LEADER_ONLY:-0}" = 1 ] && addrs=127.0.0.1:$((base + leader - 1))
+[ "${CLUSTER_PROFILE_FOLLOWER_ONLY:-0}" = 1 ] && addrs=127.0.0.1:$((base + follower - 1))
 "$tmp/zkbench" -addr "$addrs" -workload "$w" \
 	-duration 16s -json "$@" >"$out/bench.json" &
 load=$!
