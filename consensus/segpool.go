@@ -144,6 +144,8 @@ func (p *segmentPool) take(name string, size int64) *os.File {
 		_ = os.Remove(from)
 		if errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ENOSYS) || errors.Is(err, errors.ErrUnsupported) {
 			// The file system has no renameat2 NOREPLACE: stop keeping files only to delete them.
+			// Not drain(): this runs inside raft-wal's Create, on the write path, where
+			// removeGently's stepwise truncation would hold up the append; plain unlinks do not.
 			p.mu.Lock()
 			p.off = true
 			names := p.ready
