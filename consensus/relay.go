@@ -20,12 +20,12 @@ import (
 // hands that fact to its own Raft as the AppendEntries the leader would send next, with no
 // entries: term T, previous entry (C, T), commit index C. Raft accepts it only as the leader's
 // message would be accepted: a follower in a later term ignores it, and one whose log does not
-// hold entry C with term T rejects it. When it is accepted, the follower's log matches the leader's up to C (the log
-// matching property), and C is committed (the leader said so), so committing through C is exactly
-// what the leader's next message would make it do. The message is handed to this node's own
-// Raft transport in-process (raft.NetworkTransport.Deliver, in the raft fork), where Raft's loop
-// takes it as it takes messages from the network; no fsync and no round trip to the leader stand
-// between the reply and the local apply.
+// hold entry C with term T rejects it. When it is accepted, the follower's log matches the
+// leader's up to C (the log matching property), and C is committed (the leader said so), so
+// committing through C is exactly what the leader's next message would make it do. The message
+// is handed to this node's own Raft transport in-process (raft.NetworkTransport.Deliver, in the
+// raft fork), where Raft's loop takes it as it takes messages from the network; no fsync and no
+// round trip to the leader stand between the reply and the local apply.
 //
 // When the reply arrives before the entry itself (this follower was not in the commit's quorum),
 // the relay waits until the local log store holds the entry: relaying earlier would make Raft log

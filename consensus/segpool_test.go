@@ -129,10 +129,7 @@ func TestSegmentPoolDeletesEarlierRunsFiles(t *testing.T) {
 	if err := os.WriteFile(junk, bytes.Repeat([]byte{0xa5}, 64<<10), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p, err := newSegmentPool(dir, 64<<10, hclog.NewNullLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := openTestPool(t, dir, 64<<10)
 	if _, err := os.Stat(junk); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("an earlier run's kept file is still there (%v)", err)
 	}
@@ -149,10 +146,7 @@ func TestSegmentPoolKeepAndTake(t *testing.T) {
 	}
 	const size = 3<<20 + 4096 // not a whole number of zeroing chunks
 	dir := t.TempDir()
-	p, err := newSegmentPool(dir, size, hclog.NewNullLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := openTestPool(t, dir, size)
 	for i, n := range []int{size + 12345, 1000} { // a segment that ran over its size, and a short one
 		name := fmt.Sprintf("old%d.wal", i)
 		if err := os.WriteFile(filepath.Join(dir, name), bytes.Repeat([]byte{0x5a}, n), 0o644); err != nil {
@@ -203,10 +197,7 @@ func TestSegmentPoolKeepAndTake(t *testing.T) {
 func TestSegmentPoolGivesUpFilesWhenSpaceIsShort(t *testing.T) {
 	const size = 64 << 10
 	dir := t.TempDir()
-	p, err := newSegmentPool(dir, size, hclog.NewNullLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := openTestPool(t, dir, size)
 	var free uint64 = keepMinFree * size
 	p.free = func() (uint64, bool) { return free, true }
 	for i := range 3 {
@@ -234,10 +225,7 @@ func TestSegmentPoolGivesUpFilesWhenSpaceIsShort(t *testing.T) {
 func TestSegmentPoolStopsWithoutNoReplace(t *testing.T) {
 	const size = 64 << 10
 	dir := t.TempDir()
-	p, err := newSegmentPool(dir, size, hclog.NewNullLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := openTestPool(t, dir, size)
 	p.free = func() (uint64, bool) { return 1 << 40, true }
 	p.rename = func(from, to string) error {
 		return &os.LinkError{Op: "rename", Old: from, New: to, Err: syscall.EINVAL}
@@ -267,4 +255,14 @@ func TestSegmentPoolStopsWithoutNoReplace(t *testing.T) {
 	if p.keep(name) {
 		t.Fatal("the pool kept a file after the rename was found not to work")
 	}
+}
+
+// openTestPool opens a pool of size-byte files in dir that logs nowhere.
+func openTestPool(t *testing.T, dir string, size int64) *segmentPool {
+	t.Helper()
+	p, err := newSegmentPool(dir, size, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
