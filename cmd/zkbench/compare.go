@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -310,6 +312,16 @@ func compareTopology(ctx context.Context, o compareOptions, cmp *comparison, spe
 				}
 				cfg := spec.cfg
 				cfg.Addrs = servers[kind].addrs
+				if nodes > 1 && cfg.Clients == 1 && kind != kindFloor {
+					// One client measures one path through the cluster, so it takes the same
+					// one on both servers: through a follower, where a ZooKeeper client
+					// usually is (two servers in three), and where a write costs a hop more.
+					if addr, err := followerAddr(servers[kind].addrs); err == nil {
+						cfg.Addrs = []string{addr}
+					} else {
+						logf("%s: %s: no follower found, the client takes the first server: %v", topo, kind, err)
+					}
+				}
 				// Whatever the previous run left dirty in the page cache (snapshot files need
 				// not be fsynced) is written back now, not during this run.
 				syscall.Sync()
@@ -440,6 +452,45 @@ func errOrEmpty(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// followerAddr returns the first of addrs whose server says (srvr) it is a follower.
+func followerAddr(addrs []string) (string, error) {
+	var errs []error
+	for _, a := range addrs {
+		mode, err := serverMode(a)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if mode == "follower" {
+			return a, nil
+		}
+	}
+	return "", errors.Join(append(errs, errors.New("zkbench: no server says it is a follower"))...)
+}
+
+// serverMode returns the Mode line of a server's srvr reply: standalone, leader or follower.
+func serverMode(addr string) (string, error) {
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		return "", fmt.Errorf("zkbench: srvr: %w", err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, "srvr"); err != nil {
+		return "", fmt.Errorf("zkbench: srvr %s: %w", addr, err)
+	}
+	sc := bufio.NewScanner(c)
+	for sc.Scan() {
+		if mode, ok := strings.CutPrefix(sc.Text(), "Mode: "); ok {
+			return strings.TrimSpace(mode), nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return "", fmt.Errorf("zkbench: srvr %s: %w", addr, err)
+	}
+	return "", fmt.Errorf("zkbench: srvr %s: no Mode line", addr)
 }
 
 // dropCaches asks the kernel to drop the clean page cache. It follows a sync, so nothing

@@ -106,7 +106,7 @@ func ratio(a, b float64) string {
 	return fmt.Sprintf("%.2f×", a/b)
 }
 
-// goal is one goal of issue 7, checked against the medians.
+// goal is one goal of issue 7 or 17, checked against the medians.
 type goal struct {
 	topo, bench, what string
 	check             func(zk, zkd aggregate) (string, bool)
@@ -140,6 +140,37 @@ var goals = []goal{
 	{"standalone", "session open+close", "≥3× sessions/s", throughputAtLeast(3, false)},
 	{"standalone", "single-client set", "p50 not above", p50NotAbove},
 	{"standalone", "single-client get", "p50 not above", p50NotAbove},
+	{"cluster", "single-client set", "p50 not above", p50NotAbove},
+}
+
+// cpuTargets checks, for each topology, issue 17's goal of server CPU per operation at most half
+// of ZooKeeper's on every workload, in one line that names the workloads missing it.
+func cpuTargets(c *comparison) []string {
+	var out []string
+	for _, topo := range c.Options.Topologies {
+		var all int
+		var missed []string
+		for _, spec := range c.Specs {
+			zk, ok1 := aggregateRuns(c.Runs, topo, spec, kindZooKeeper)
+			zd, ok2 := aggregateRuns(c.Runs, topo, spec, kindZkd)
+			if !ok1 || !ok2 || zk.cpuPerK <= 0 || zd.cpuPerK <= 0 {
+				continue
+			}
+			all++
+			if r := zd.cpuPerK / zk.cpuPerK; r > 0.5 {
+				missed = append(missed, fmt.Sprintf("%s %.2f×", spec, r))
+			}
+		}
+		if all == 0 {
+			continue
+		}
+		s := fmt.Sprintf("%d of %d workloads", all-len(missed), all)
+		if len(missed) > 0 {
+			s += "; not: " + strings.Join(missed, ", ")
+		}
+		out = append(out, fmt.Sprintf("| %s | every workload | server CPU per op ≤ ½ | %s | %s |", topo, s, yesNo(len(missed) == 0)))
+	}
+	return out
 }
 
 // renderReport writes the comparison as Markdown.
@@ -159,7 +190,7 @@ func renderReport(c *comparison) string {
 	p("\n")
 
 	if c.ZkdReason == "" && len(c.Runs) > 0 {
-		p("## Targets (issue 7)\n\n| topology | workload | goal | measured | met |\n|---|---|---|---|---|\n")
+		p("## Targets (issues 7 and 17)\n\n| topology | workload | goal | measured | met |\n|---|---|---|---|---|\n")
 		for _, t := range goals {
 			zk, ok1 := aggregateRuns(c.Runs, t.topo, t.bench, kindZooKeeper)
 			zd, ok2 := aggregateRuns(c.Runs, t.topo, t.bench, kindZkd)
@@ -169,7 +200,7 @@ func renderReport(c *comparison) string {
 			s, ok := t.check(zk, zd)
 			p("| %s | %s | %s | %s | %s |\n", t.topo, t.bench, t.what, s, yesNo(ok))
 		}
-		for _, line := range memoryTargets(c) {
+		for _, line := range append(cpuTargets(c), memoryTargets(c)...) {
 			p("%s\n", line)
 		}
 		p("\n")
@@ -397,7 +428,7 @@ func conditions(c *comparison) []string {
 		fmt.Sprintf("Machine: %s, %d logical CPUs, %s, Linux %s; load generator and servers share it, all traffic on loopback.", cpu, runtime.NumCPU(), mem, kernel),
 		"Apache ZooKeeper 3.8.0 (Debian package), launched by zkbench (internal/apachezk) as upstream's zkServer.sh does: forceSync=yes (fsync on every write), -Xmx1000m, tickTime 2000, " + java + ".",
 		"zkd: " + zkdLine + ".",
-		fmt.Sprintf("Load: zkbench (cmd/zkbench, a raw-protocol client on the jute package, %s), closed loop, 128-byte values unless stated; for 3 nodes the connections are spread over all servers.", runtime.Version()),
+		fmt.Sprintf("Load: zkbench (cmd/zkbench, a raw-protocol client on the jute package, %s), closed loop, 128-byte values unless stated; for 3 nodes the connections are spread over all servers, except in the single-client rows, whose client talks to a follower (asked with srvr) on both servers, as most of a ZooKeeper ensemble's clients do.", runtime.Version()),
 		fmt.Sprintf("Topologies: standalone, and cluster = 3 nodes on loopback; before the runs each server gets %v of unrecorded mixed load (JIT warm-up).", c.Options.Warmup),
 		fmt.Sprintf("Both servers run at once in each topology; every workload runs %d times per server, alternating which server goes first. Before each run %s, and the harness waits (up to 10 s) until the servers together use under 15%% of a core, so that a run does not pay for work the previous one left running (a snapshot being written, log compaction, garbage collection).", c.Options.Repeat, cache),
 	}

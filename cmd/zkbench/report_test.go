@@ -68,7 +68,16 @@ func TestReportMediansAndRatios(t *testing.T) {
 		"| standalone | set | ≥2× throughput, p99 not above | throughput 2.25×, p99 4.50 vs 20.0 ms | yes |",
 		"| standalone | 100000 znodes | RSS ≤ ¼ | 80 vs 400 MB (0.20×) | yes |",
 		"| standalone | 100000 znodes | restart ≤ ⅓ | 1500 vs 3000 ms (0.50×) | **no** |",
+		// Server CPU per 1k ops 0.225 against 0.500: 0.45×, within half.
+		"| standalone | every workload | server CPU per op ≤ ½ | 1 of 1 workloads | yes |",
 	}...)
+	// Twice the server CPU for zkd's runs: 0.450 s per 1k ops, 0.90× ZooKeeper's.
+	for i := range c.Runs {
+		if c.Runs[i].Server == kindZkd {
+			c.Runs[i].ServerCPU *= 2
+		}
+	}
+	reportHas(t, renderReport(c), "| standalone | every workload | server CPU per op ≤ ½ | 0 of 1 workloads; not: set 0.90× | **no** |")
 	c.ZkdReason = "cmd/zkd does not exist yet"
 	if md := renderReport(c); !strings.Contains(md, "zkd is missing from this run:** cmd/zkd does not exist yet") || strings.Contains(md, "## Targets") {
 		t.Errorf("report without zkd does not say so plainly:\n%s", md)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -13,21 +14,29 @@ import (
 	"github.com/zkd-io/zkd/internal/zktest"
 )
 
-// TestCompareSnapshots runs the snapshot comparison in small against a real ZooKeeper and the
-// zkd binary: with snapshots off neither server may take one during a run, with a small snapCount
-// both must, and every run must complete without errors.
-func TestCompareSnapshots(t *testing.T) {
+// zkdBesideZooKeeper skips t unless ZKBENCH_TARGET=zookeeper and a real ZooKeeper can run here;
+// otherwise it builds the zkd binary into a temporary directory, and returns both.
+func zkdBesideZooKeeper(t *testing.T) (work, bin string) {
+	t.Helper()
 	if os.Getenv("ZKBENCH_TARGET") != "zookeeper" {
-		t.Skip("compares against a real ZooKeeper: set ZKBENCH_TARGET=zookeeper")
+		t.Skip("runs a real ZooKeeper: set ZKBENCH_TARGET=zookeeper")
 	}
 	if err := zktest.Check(); err != nil {
 		t.Skip(err)
 	}
-	work := t.TempDir()
-	bin := filepath.Join(work, "zkd")
+	work = t.TempDir()
+	bin = filepath.Join(work, "zkd")
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/zkd-io/zkd/cmd/zkd").CombinedOutput(); err != nil {
 		t.Fatalf("go build zkd: %v\n%s", err, out)
 	}
+	return work, bin
+}
+
+// TestCompareSnapshots runs the snapshot comparison in small against a real ZooKeeper and the
+// zkd binary: with snapshots off neither server may take one during a run, with a small snapCount
+// both must, and every run must complete without errors.
+func TestCompareSnapshots(t *testing.T) {
+	work, bin := zkdBesideZooKeeper(t)
 	o := compareOptions{
 		ZkdBin: bin, ZkdArgs: "-config {cfg}", Work: work,
 		Repeat: 1, Duration: 5 * time.Second, SnapZnodes: 20000, SnapCount: 1000, SnapRate: 1000,
@@ -77,4 +86,45 @@ func freePortPair(t *testing.T, gap int) int {
 	}
 	t.Fatal("no free pair of loopback ports")
 	return 0
+}
+
+// TestFollowerAddr starts three-node ZooKeeper and zkd ensembles as the comparison does and checks
+// that followerAddr finds, on each, a server that srvr calls a follower, and finds none on a
+// standalone server.
+func TestFollowerAddr(t *testing.T) {
+	work, bin := zkdBesideZooKeeper(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	base := freePortPair(t, 50)
+	zk, err := startZooKeeper(ctx, filepath.Join(work, "zookeeper-cluster"), base, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = zk.stop() }()
+	zd, err := startZkd(ctx, bin, "-config {cfg}", filepath.Join(work, "zkd-cluster"), base+50, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = zd.stop() }()
+	for _, s := range []*server{zk, zd} {
+		var addr string
+		for ctx.Err() == nil {
+			if addr, err = followerAddr(s.addrs); err == nil {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", s.kind, err)
+		}
+		if !slices.Contains(s.addrs, addr) {
+			t.Errorf("%s: follower %s is not one of %v", s.kind, addr, s.addrs)
+		}
+		if mode, err := serverMode(addr); err != nil || mode != "follower" {
+			t.Errorf("%s: %s says mode %q (%v)", s.kind, addr, mode, err)
+		}
+	}
+	if addr, err := followerAddr(smokeTarget(t)); err == nil {
+		t.Errorf("a standalone server is taken for a follower: %s", addr)
+	}
 }
