@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -44,7 +45,7 @@ func TestCompareSnapshots(t *testing.T) {
 	cmp := &comparison{Options: o}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	if err := compareSnapshots(ctx, o, cmp, freePortPair(t, 50), t.Logf); err != nil {
+	if err := compareSnapshots(ctx, o, cmp, freePortBlock(t, 51), t.Logf); err != nil {
 		t.Fatal(err)
 	}
 	seen := map[string]bool{}
@@ -65,26 +66,31 @@ func TestCompareSnapshots(t *testing.T) {
 	}
 }
 
-// freePortPair returns a loopback port p such that p and p+gap were both free a moment ago.
-func freePortPair(t *testing.T, gap int) int {
+// freePortBlock returns a loopback port p such that p..p+n-1 were all free a moment ago. The
+// block lies below the kernel's ephemeral ports (32768 and up on Linux, where 127.0.0.1:0 binds
+// and outgoing connections take theirs), so that no connection made by a test running beside
+// this one takes a port of it before the servers bind it.
+func freePortBlock(t *testing.T, n int) int {
 	t.Helper()
+	const low, high = 20000, 32000
 	for range 100 {
-		l1, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
+		p := low + rand.IntN(high-low-n)
+		var ls []net.Listener
+		for i := range n {
+			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p+i))
+			if err != nil {
+				break
+			}
+			ls = append(ls, l)
 		}
-		p := l1.Addr().(*net.TCPAddr).Port
-		l2, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p+gap))
-		_ = l1.Close()
-		if err == nil && p+gap <= 65000 {
-			_ = l2.Close()
+		for _, l := range ls {
+			_ = l.Close()
+		}
+		if len(ls) == n {
 			return p
 		}
-		if err == nil {
-			_ = l2.Close()
-		}
 	}
-	t.Fatal("no free pair of loopback ports")
+	t.Fatalf("no %d free loopback ports in a row between %d and %d", n, low, high)
 	return 0
 }
 
@@ -95,7 +101,7 @@ func TestFollowerAddr(t *testing.T) {
 	work, bin := zkdBesideZooKeeper(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	base := freePortPair(t, 50)
+	base := freePortBlock(t, 74) // ZooKeeper's ports are base..base+23, zkd's base+50..base+73
 	zk, err := startZooKeeper(ctx, filepath.Join(work, "zookeeper-cluster"), base, 3)
 	if err != nil {
 		t.Fatal(err)
