@@ -463,7 +463,7 @@ func TestForwarderHearsNoAnnouncementOfItsWrite(t *testing.T) {
 
 // TestLeaderAnnouncesCommits checks that followers learn the leader's commits without waiting
 // for its idle AppendEntries (CommitTimeout is a second here): each write made on the leader
-// must be applied on both followers well within that.
+// must be applied on both followers well within that. The followers themselves announce nothing.
 func TestLeaderAnnouncesCommits(t *testing.T) {
 	c := newCluster(t, 3, false, func(cfg *Config) { cfg.CommitTimeout = time.Second })
 	l := c.leader()
@@ -511,4 +511,11 @@ func TestLeaderAnnouncesCommits(t *testing.T) {
 		t.Fatal("the leader announced no commit")
 	}
 	c.converge()
+	// A follower applied every write too, but only a leader offers its announcer a commit: a
+	// follower's announcer would wake for each batch only to find it does not lead.
+	for _, f := range c.followers() {
+		if index, _, _ := f.announce.loadExcept(); index != 0 {
+			t.Errorf("follower %s offered its announcer commit %d", f.ID(), index)
+		}
+	}
 }

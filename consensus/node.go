@@ -196,6 +196,9 @@ func New(cfg Config) (*Node, error) {
 	n.fsm.forwarded = n.forwardApplied
 	n.fsm.batchApplied = func(index, term uint64) {
 		n.flushForwards()
+		if !n.raftLeads() {
+			return // only a leader announces (runAnnouncer checks again): no wake-up for nothing
+		}
 		told := ""
 		if n.fwdLast.index == index {
 			told = n.fwdLast.server // its answer carries this very commit

@@ -222,6 +222,17 @@ func (l relayedLogs) IsMonotonic() bool {
 	return ok && m.IsMonotonic()
 }
 
+// raftLeads reports whether this node's Raft is in the leader state now. It is safe on any
+// goroutine, the FSM's included, which runs before open has assigned n.raft: it reads Raft
+// through the transport's atomic pointer.
+func (n *Node) raftLeads() bool {
+	if n.rtrans == nil {
+		return false
+	}
+	r := n.rtrans.raft.Load()
+	return r != nil && r.State() == raft.Leader
+}
+
 // runAnnouncer sends the leader's commits to the other servers until the node stops; it is the
 // announcement's only goroutine besides one sender per peer while that peer has something to be
 // sent, so a peer that is slow to dial delays only its own announcements.
