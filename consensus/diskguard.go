@@ -122,12 +122,9 @@ func (n *Node) spaceOK() bool {
 // standalone server, or a follower: failing would make Raft step down or, alone, hold
 // elections), or fail (a leader with other voters: it steps down and a follower with room leads).
 func (n *Node) diskWait() bool {
-	if n.rtrans == nil {
-		return false // bootstrap, before Raft runs
-	}
-	r := n.rtrans.raft.Load()
+	r := n.startedRaft()
 	if r == nil {
-		return false
+		return false // bootstrap, before Raft runs
 	}
 	return r.State() != raft.Leader || !hasOtherVoters(r, n.cfg.ID)
 }

@@ -222,14 +222,20 @@ func (l relayedLogs) IsMonotonic() bool {
 	return ok && m.IsMonotonic()
 }
 
-// raftLeads reports whether this node's Raft is in the leader state now. It is safe on any
-// goroutine, the FSM's included, which runs before open has assigned n.raft: it reads Raft
-// through the transport's atomic pointer.
-func (n *Node) raftLeads() bool {
+// startedRaft returns this node's Raft, or nil before it exists. Unlike n.raft, it is safe on
+// the goroutines Raft itself runs (the FSM's, the log store's), which start before open assigns
+// n.raft: it reads Raft through the transport's atomic pointer.
+func (n *Node) startedRaft() *raft.Raft {
 	if n.rtrans == nil {
-		return false
+		return nil // before open, or bootstrapping
 	}
-	r := n.rtrans.raft.Load()
+	return n.rtrans.raft.Load()
+}
+
+// raftLeads reports whether this node's Raft is in the leader state now; safe where startedRaft
+// is.
+func (n *Node) raftLeads() bool {
+	r := n.startedRaft()
 	return r != nil && r.State() == raft.Leader
 }
 

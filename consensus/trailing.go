@@ -34,10 +34,7 @@ func trailingLogs(limit, bytes, entries uint64, dataSize int64) uint64 {
 // called on the FSM's goroutine only (fsm.Snapshot), the one place that changes Raft's reloadable
 // configuration.
 func (n *Node) trailFor(bytes, entries uint64, dataSize int64) {
-	if n.rtrans == nil {
-		return
-	}
-	r := n.rtrans.raft.Load()
+	r := n.startedRaft()
 	if r == nil {
 		return
 	}

@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -472,23 +470,14 @@ func followerAddr(addrs []string) (string, error) {
 
 // serverMode returns the Mode line of a server's srvr reply: standalone, leader or follower.
 func serverMode(addr string) (string, error) {
-	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	lines, err := fourLetter(addr, "srvr")
 	if err != nil {
-		return "", fmt.Errorf("zkbench: srvr: %w", err)
+		return "", err
 	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.WriteString(c, "srvr"); err != nil {
-		return "", fmt.Errorf("zkbench: srvr %s: %w", addr, err)
-	}
-	sc := bufio.NewScanner(c)
-	for sc.Scan() {
-		if mode, ok := strings.CutPrefix(sc.Text(), "Mode: "); ok {
+	for _, line := range lines {
+		if mode, ok := strings.CutPrefix(line, "Mode: "); ok {
 			return strings.TrimSpace(mode), nil
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return "", fmt.Errorf("zkbench: srvr %s: %w", addr, err)
 	}
 	return "", fmt.Errorf("zkbench: srvr %s: no Mode line", addr)
 }

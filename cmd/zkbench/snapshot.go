@@ -141,30 +141,44 @@ func snapshotRun(ctx context.Context, o compareOptions, s *server, mode string) 
 	return rec, runErr
 }
 
-// mntr reads the integer keys of a server's mntr reply.
-func mntr(addr string) (map[string]int64, error) {
+// fourLetter sends a four-letter command (mntr, srvr) to the server at addr and returns its
+// reply's lines.
+func fourLetter(addr, cmd string) ([]string, error) {
 	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {
-		return nil, fmt.Errorf("zkbench: mntr: %w", err)
+		return nil, fmt.Errorf("zkbench: %s: %w", cmd, err)
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.WriteString(c, "mntr"); err != nil {
-		return nil, fmt.Errorf("zkbench: mntr: %w", err)
+	if _, err := io.WriteString(c, cmd); err != nil {
+		return nil, fmt.Errorf("zkbench: %s %s: %w", cmd, addr, err)
 	}
-	out := map[string]int64{}
+	var lines []string
 	sc := bufio.NewScanner(c)
 	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), "\t")
+		lines = append(lines, sc.Text())
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("zkbench: %s %s: %w", cmd, addr, err)
+	}
+	return lines, nil
+}
+
+// mntr reads the integer keys of a server's mntr reply.
+func mntr(addr string) (map[string]int64, error) {
+	lines, err := fourLetter(addr, "mntr")
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int64{}
+	for _, line := range lines {
+		k, v, ok := strings.Cut(line, "\t")
 		if !ok {
 			continue
 		}
 		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
 			out[k] = n
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("zkbench: mntr: %w", err)
 	}
 	if _, ok := out["zk_cnt_snapshottime"]; !ok {
 		return nil, errors.New("zkbench: mntr has no zk_cnt_snapshottime")
