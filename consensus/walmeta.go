@@ -285,16 +285,46 @@ func (m *walMetaFile) Close() error { return nil }
 // header, then frames of an 8-byte header and a payload padded to 8 bytes; a commit frame ends
 // each append) and returns how many non-zero bytes follow the last commit frame: what a crash
 // in the middle of an append left behind, which raft-wal ignores and overwrites.
+//
+// It runs at every start, on a segment that is 64 MiB on a large volume and mostly zeros: the
+// file is mapped rather than read into the heap (readSegment), only the parts that may hold data
+// are looked at (dataSpans), and those a block of zeros at a time (nonZero). Reading the whole
+// file into the heap and testing it byte by byte was three quarters of the CPU a start on an
+// empty data directory took, and left the process 64 MiB larger.
 func tornTail(walDir string, fix bool) (file string, torn int, err error) {
 	file = walSegmentOf(walDir, ^uint64(0))
 	if filepath.Ext(file) != ".wal" {
 		return "", 0, nil
 	}
-	// One read of the file (it is in the page cache after the start-up checks), not one per frame.
-	b, err := os.ReadFile(file)
+	b, release, err := readSegment(file)
 	if err != nil {
 		return file, 0, err
 	}
+	commitEnd := lastCommitEnd(b)
+	spans, err := dataSpans(file, int64(commitEnd), int64(len(b)))
+	if err != nil {
+		release()
+		return file, 0, err
+	}
+	torn, end := nonZero(b, spans, commitEnd)
+	release()
+	if torn == 0 || !fix {
+		return file, torn, nil
+	}
+	f, err := os.OpenFile(file, os.O_RDWR, 0)
+	if err != nil {
+		return file, torn, err
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(make([]byte, end-commitEnd), int64(commitEnd)); err != nil {
+		return file, torn, err
+	}
+	return file, torn, f.Sync()
+}
+
+// lastCommitEnd returns the offset just past the last commit frame of a segment's bytes, or past
+// its header when it has none.
+func lastCommitEnd(b []byte) int {
 	const (
 		fileHeader  = 32
 		frameHeader = 8
@@ -313,25 +343,31 @@ func tornTail(walDir string, fix bool) (file string, torn int, err error) {
 		}
 		break
 	}
-	end := commitEnd
-	for i := commitEnd; i < int64(len(b)); i++ {
-		if b[i] != 0 {
-			torn++
-			end = i + 1
+	return int(min(commitEnd, int64(len(b))))
+}
+
+// nonZero counts the non-zero bytes of b within spans (sorted ranges of offsets), and returns the
+// offset just past the last of them, or from when there are none. Blocks of zeros, nearly all of
+// a segment's tail, are recognised with one comparison each.
+func nonZero(b []byte, spans [][2]int64, from int) (count, end int) {
+	const block = 64 << 10
+	zeros := make([]byte, block)
+	end = from
+	for _, s := range spans {
+		for off := int(s[0]); off < int(s[1]); off += block {
+			chunk := b[off:min(off+block, int(s[1]))]
+			if bytes.Equal(chunk, zeros[:len(chunk)]) {
+				continue
+			}
+			for i, c := range chunk {
+				if c != 0 {
+					count++
+					end = off + i + 1
+				}
+			}
 		}
 	}
-	if torn == 0 || !fix {
-		return file, torn, nil
-	}
-	f, err := os.OpenFile(file, os.O_RDWR, 0)
-	if err != nil {
-		return file, torn, err
-	}
-	defer f.Close()
-	if _, err := f.WriteAt(make([]byte, end-commitEnd), commitEnd); err != nil {
-		return file, torn, err
-	}
-	return file, torn, f.Sync()
+	return count, end
 }
 
 // unsealTail undoes a seal that raft-wal wrote to the tail segment but could not follow with a
