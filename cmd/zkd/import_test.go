@@ -315,9 +315,11 @@ func TestImportFromZooKeeperKeepsTreeAndSessions(t *testing.T) {
 	if err := reader3.Delete(st2, -1); err != nil {
 		t.Fatal(err)
 	}
+	// The live session comes back after the restart too. It stays open through the way back, so
+	// that what is exported does not depend on whether a close beat zkd's shutdown.
+	reattached()
 	onZkd = zktest.DumpTree(t, reader3)
 	reader3.Close()
-	live.Close()
 
 	// And back: export zkd's state, start ZooKeeper on it, and it serves the same tree.
 	if err := p2.cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -334,4 +336,11 @@ func TestImportFromZooKeeperKeepsTreeAndSessions(t *testing.T) {
 	launchZooKeeper(t, apachezk.ServerConfig{Dir: back, ClientAddr: addr, Extra: zkExtra})
 	reader4 := superReader(t, addr)
 	zktest.DiffTrees(t, "tree against ZooKeeper's", zktest.DumpTree(t, reader4), onZkd)
+
+	// The live session rides back to ZooKeeper with its ephemeral.
+	reattached()
+	if _, st, err := live.Get(mine); err != nil || st.EphemeralOwner != live.SessionID() {
+		t.Fatalf("the live session's ephemeral %s back on ZooKeeper: %v %+v", mine, err, st)
+	}
+	live.Close()
 }
