@@ -49,16 +49,26 @@ func TestMetricsOfACluster(t *testing.T) {
 	if m.election.Total().Count < 1 || m.apply.Total().Count < writes {
 		t.Errorf("leader timed %d elections and %d applies", m.election.Total().Count, m.apply.Total().Count)
 	}
-	for _, f := range c.followers() {
-		fm := f.metrics
-		if f.Stats().Followers != nil {
-			t.Errorf("follower %s reports followers", f.ID())
+	// The followers are the nodes that did not take the writes. (Asking who leads now can name
+	// the leader itself: on a machine stalled past the leader lease, it steps down and is elected
+	// again, which happened in a CI run.)
+	for _, f := range c.running() {
+		if f == leader {
+			continue
 		}
-		if fm.learnerProps.Total() < writes || fm.proposals.Total() != 0 {
-			t.Errorf("follower %s counted %d entries received and %d proposed", f.ID(), fm.learnerProps.Total(), fm.proposals.Total())
+		fm := f.metrics
+		if fm.learnerProps.Total() < writes {
+			t.Errorf("follower %s counted %d entries received; want at least %d", f.ID(), fm.learnerProps.Total(), writes)
 		}
 		if fm.commitProp.Total().Count < writes {
 			t.Errorf("follower %s timed %d commit propagations; want at least %d", f.ID(), fm.commitProp.Total().Count, writes)
+		}
+		if f.IsLeader() {
+			t.Logf("%s leads since the writes: what it proposed and its followers are a leader's", f.ID())
+			continue
+		}
+		if f.Stats().Followers != nil || fm.proposals.Total() != 0 {
+			t.Errorf("follower %s reports followers (%v) or counted %d proposals", f.ID(), f.Stats().Followers, fm.proposals.Total())
 		}
 	}
 }
