@@ -31,12 +31,12 @@ func dataSpans(name string, off, size int64) ([][2]int64, error) {
 		if err != nil {
 			return nil, err
 		}
+		if start >= size {
+			break
+		}
 		end, err := unix.Seek(fd, start, unix.SEEK_HOLE)
 		if err != nil {
 			return nil, err
-		}
-		if start >= size {
-			break
 		}
 		spans = append(spans, [2]int64{start, min(end, size)})
 		off = end

@@ -281,6 +281,18 @@ func (m *walMetaFile) SetStable(key, value []byte) error {
 // Close implements types.MetaStore.
 func (m *walMetaFile) Close() error { return nil }
 
+// The layout of a raft-wal segment file, as the start-up checks read it: a 32-byte header, then
+// frames of an 8-byte header (type, then the payload's length at offset 4) and a payload padded to
+// 8 bytes. A commit frame ends each append.
+const (
+	segFileHeader  = 32
+	segFrameHeader = 8
+
+	segEntryFrame  = 1
+	segIndexFrame  = 2
+	segCommitFrame = 3
+)
+
 // tornTail reads the newest segment file under walDir the way raft-wal lays it out (a 32-byte
 // header, then frames of an 8-byte header and a payload padded to 8 bytes; a commit frame ends
 // each append) and returns how many non-zero bytes follow the last commit frame: what a crash
@@ -325,19 +337,15 @@ func tornTail(walDir string, fix bool) (file string, torn int, err error) {
 // lastCommitEnd returns the offset just past the last commit frame of a segment's bytes, or past
 // its header when it has none.
 func lastCommitEnd(b []byte) int {
-	const (
-		fileHeader  = 32
-		frameHeader = 8
-	)
-	off, commitEnd := int64(fileHeader), int64(fileHeader)
-	for off+frameHeader <= int64(len(b)) {
+	off, commitEnd := int64(segFileHeader), int64(segFileHeader)
+	for off+segFrameHeader <= int64(len(b)) {
 		typ, n := b[off], int64(binary.LittleEndian.Uint32(b[off+4:]))
-		if typ == 1 || typ == 2 { // entry, index
-			off += frameHeader + (n+7)&^7
+		if typ == segEntryFrame || typ == segIndexFrame {
+			off += segFrameHeader + (n+7)&^7
 			continue
 		}
-		if typ == 3 { // commit
-			off += frameHeader
+		if typ == segCommitFrame {
+			off += segFrameHeader
 			commitEnd = off
 			continue
 		}
@@ -399,15 +407,8 @@ func unsealTail(walDir string) (bool, error) {
 		return false, err
 	}
 	defer f.Close()
-	const (
-		fileHeader  = 32
-		frameHeader = 8
-		entryFrame  = 1
-		indexFrame  = 2
-		commitFrame = 3
-	)
-	var hdr [frameHeader]byte
-	off := int64(fileHeader)
+	var hdr [segFrameHeader]byte
+	off := int64(segFileHeader)
 	crcStart := int64(0) // the first commit covers the file header too
 	indexAt, sealEnd, sealCRCStart := int64(-1), int64(-1), int64(0)
 scan:
@@ -417,17 +418,17 @@ scan:
 		}
 		typ, n := hdr[0], int64(binary.LittleEndian.Uint32(hdr[4:]))
 		switch typ {
-		case entryFrame:
-			off += frameHeader + (n+7)&^7
-		case indexFrame:
+		case segEntryFrame:
+			off += segFrameHeader + (n+7)&^7
+		case segIndexFrame:
 			indexAt = off
-			off += frameHeader + (n+7)&^7
-		case commitFrame:
+			off += segFrameHeader + (n+7)&^7
+		case segCommitFrame:
 			if indexAt >= 0 {
-				sealEnd, sealCRCStart = off+frameHeader, crcStart
+				sealEnd, sealCRCStart = off+segFrameHeader, crcStart
 				break scan
 			}
-			off += frameHeader
+			off += segFrameHeader
 			crcStart = off
 		default:
 			break scan
@@ -440,8 +441,8 @@ scan:
 	if _, err := f.ReadAt(covered, sealCRCStart); err != nil {
 		return false, err
 	}
-	var commit [frameHeader]byte
-	commit[0] = commitFrame
+	var commit [segFrameHeader]byte
+	commit[0] = segCommitFrame
 	binary.LittleEndian.PutUint32(commit[4:], crc32.Checksum(covered, castagnoli))
 	if _, err := f.WriteAt(commit[:], indexAt); err != nil {
 		return false, err
@@ -449,7 +450,7 @@ scan:
 	if err := f.Sync(); err != nil {
 		return false, err
 	}
-	if _, err := f.WriteAt(make([]byte, sealEnd-indexAt-frameHeader), indexAt+frameHeader); err != nil {
+	if _, err := f.WriteAt(make([]byte, sealEnd-indexAt-segFrameHeader), indexAt+segFrameHeader); err != nil {
 		return false, err
 	}
 	return true, f.Sync()
@@ -511,23 +512,19 @@ func scanSegments(walDir string, from uint64) (segmentScan, error) {
 // it is damage only in a segment other than the tail.
 func scanSegment(seg string, b []byte, si types.SegmentInfo, from uint64, prevTerm *uint64, out *segmentScan) (torn, damage *DamageError) {
 	var codec wal.BinaryCodec
-	const (
-		fileHeader  = 32
-		frameHeader = 8
-	)
 	isLive := func(idx uint64) bool { return idx >= si.MinIndex && (si.MaxIndex == 0 || idx <= si.MaxIndex) }
-	off, crcStart := int64(fileHeader), int64(0)
+	off, crcStart := int64(segFileHeader), int64(0)
 	next := si.BaseIndex // index of the next entry frame
 	var batch [][2]int64 // payload offset and length of the batch's entries
-	for off+frameHeader <= int64(len(b)) {
+	for off+segFrameHeader <= int64(len(b)) {
 		typ, n := b[off], int64(binary.LittleEndian.Uint32(b[off+4:]))
-		if typ == 1 || typ == 2 { // entry, index
-			end := off + frameHeader + (n+7)&^7
+		if typ == segEntryFrame || typ == segIndexFrame {
+			end := off + segFrameHeader + (n+7)&^7
 			if end > int64(len(b)) || n < 0 {
 				break
 			}
-			if typ == 1 {
-				batch = append(batch, [2]int64{off + frameHeader, n})
+			if typ == segEntryFrame {
+				batch = append(batch, [2]int64{off + segFrameHeader, n})
 			}
 			off = end
 			continue
@@ -572,7 +569,7 @@ func scanSegment(seg string, b []byte, si types.SegmentInfo, from uint64, prevTe
 			}
 		}
 		batch = batch[:0]
-		off += frameHeader
+		off += segFrameHeader
 		crcStart = off
 	}
 	return torn, nil
