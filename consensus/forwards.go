@@ -238,8 +238,12 @@ func (n *Node) runReplies(o *rpcReplies) {
 		}
 		o.mu.Unlock()
 		if buf := o.take(); buf != nil {
+			// The deadline bounds this write only: left on the socket, it would fail every
+			// flush after it (TryWrite is subject to it too) and send all the answers through
+			// this goroutine.
 			_ = o.conn.SetWriteDeadline(time.Now().Add(rpcWriteTimeout))
 			n, err := o.conn.Write(buf)
+			_ = o.conn.SetWriteDeadline(time.Time{})
 			if err != nil {
 				o.conn.Close()
 				o.close()

@@ -301,3 +301,40 @@ func TestForwardFlushFullSocket(t *testing.T) {
 		}
 	}
 }
+
+// deadlineConn records the write deadlines set on a connection.
+type deadlineConn struct {
+	net.Conn
+	last atomic.Pointer[time.Time]
+}
+
+func (c *deadlineConn) SetWriteDeadline(t time.Time) error {
+	c.last.Store(&t)
+	return c.Conn.SetWriteDeadline(t)
+}
+
+// TestForwardWriterLeavesNoDeadline: the writer's deadline bounds its own write only. Left on the
+// socket, it would make every flush after it fail once it passed (a non-blocking write is
+// subject to it too), and the answers would all go through the writer.
+func TestForwardWriterLeavesNoDeadline(t *testing.T) {
+	n, out, peer := socketRig(t)
+	dc := &deadlineConn{Conn: out.conn}
+	out.conn = dc // out.raw stays the socket's
+	if !n.goTracked(func() { n.runReplies(out) }) {
+		t.Fatal("goTracked refused")
+	}
+	defer func() { close(n.stop); n.wg.Wait() }()
+	out.reply(1, statusOK, []byte("answer"))
+	_ = peer.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, _, _, err := readFrame(bufio.NewReader(peer)); err != nil {
+		t.Fatalf("the writer's answer: %v", err)
+	}
+	// The frame is out; the writer clears its deadline right after the write returns.
+	giveUp := time.Now().Add(10 * time.Second)
+	for last := dc.last.Load(); last == nil || !last.IsZero(); last = dc.last.Load() {
+		if time.Now().After(giveUp) {
+			t.Fatalf("the writer left a write deadline of %v on the socket", last)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

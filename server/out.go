@@ -159,12 +159,17 @@ func (q *outQueue) takeLocked() ([]byte, []*request) {
 func (q *outQueue) write(buf []byte, timed []*request, inline bool) error {
 	var n int
 	var err error
-	if inline {
+	switch {
+	case inline:
 		n, err = sockwrite.TryWrite(q.raw, buf)
-	} else {
-		if q.writeTimeout > 0 {
-			_ = q.nc.SetWriteDeadline(time.Now().Add(q.writeTimeout))
-		}
+	case q.writeTimeout > 0:
+		// The deadline bounds this write only. It is cleared after it: a deadline left on the
+		// socket would fail the next inline write (TryWrite is subject to it too) once it
+		// passed, however healthy the client, and close the connection.
+		_ = q.nc.SetWriteDeadline(time.Now().Add(q.writeTimeout))
+		n, err = q.nc.Write(buf)
+		_ = q.nc.SetWriteDeadline(time.Time{})
+	default:
 		n, err = q.nc.Write(buf)
 	}
 	if err == nil && n < len(buf) {

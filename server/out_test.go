@@ -346,3 +346,40 @@ func (r exclusiveRaw) Write(f func(uintptr) bool) error {
 	defer r.e.active.Add(-1)
 	return r.RawConn.Write(f)
 }
+
+// A writer's deadline bounds its own write and nothing after it: once it has passed, an inline
+// write to a healthy client still goes out and the connection stays up. (A deadline left on the
+// socket made the first inline write after it fail, and every connection closed MaxSessionTimeout
+// after its first write by the writer.)
+func TestOutQueueWriterDeadlineDoesNotOutliveItsWrite(t *testing.T) {
+	if !sockwrite.Supported {
+		t.Skip("no inline writes on this platform")
+	}
+	srv, cli := zktest.TCPPair(t)
+	q := newOutQueue(1 << 20)
+	const timeout = 5 * time.Millisecond
+	q.setSink(srv, timeout, nil, nil)
+	exited := make(chan error, 1)
+	go func() { exited <- q.writeLoop() }()
+	t.Cleanup(func() {
+		q.close(errClosedByServer, false)
+		<-exited
+	})
+	_ = cli.SetReadDeadline(time.Now().Add(10 * time.Second))
+	q.pushFrame(&jute.ReplyHeader{Xid: 1}) // by the writer, with its deadline
+	framesFrom(t, cli, 1, 1<<20)
+	time.Sleep(4 * timeout) // the writer's deadline, were it still set, has passed
+	for xid := int32(2); xid <= 4; xid++ {
+		q.pushReply(jute.ReplyHeader{Xid: xid}, &jute.SetDataResponse{}, nil)
+		q.flush(true) // inline
+		f := framesFrom(t, cli, 1, 1<<20)
+		if got := replyXid(t, f[0]); got != xid {
+			t.Fatalf("reply %d arrived as %d", xid, got)
+		}
+	}
+	select {
+	case err := <-exited:
+		t.Fatalf("the writer ended (%v): an inline write failed on the writer's old deadline", err)
+	default:
+	}
+}
