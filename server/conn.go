@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"sync"
@@ -17,7 +16,8 @@ import (
 	"github.com/zkd-io/zkd/sasl"
 )
 
-// errClosedByServer is the reason given when the server closes a connection on purpose.
+// errClosedByServer is the error a connection's queue reports when the server closed it on
+// purpose; the close's reason says why (closereason.go).
 var errClosedByServer = errors.New("server: connection closed by server")
 
 // conn is one client connection. Three goroutines own it: serve (the reader, which admits
@@ -97,6 +97,10 @@ type conn struct {
 	timing *request
 
 	stopOnce sync.Once
+	// endReason and endErr say why the connection ended: set once, by whoever closed it first
+	// (abort, finish), and read once its goroutines are done (logClosed).
+	endReason closeReason
+	endErr    error
 
 	stats connStats
 }
@@ -218,20 +222,28 @@ func (c *conn) addAuth(id jute.Id) {
 	c.auth.Store(&ids)
 }
 
-// abort closes the connection from any goroutine: pending output is dropped, the socket closes,
-// and the reader stops.
-func (c *conn) abort(err error) {
+// abort closes the connection from any goroutine, for reason r (err, if not nil, is the error
+// behind it): pending output is dropped, the socket closes, and the reader stops. Only the first
+// close of a connection names its reason.
+func (c *conn) abort(r closeReason, err error) {
 	c.stopOnce.Do(func() {
+		c.endReason, c.endErr = r, err
 		c.closed.Store(true)
 		close(c.stopped)
-		c.out.close(err, false)
+		qerr := err
+		if qerr == nil {
+			qerr = errClosedByServer
+		}
+		c.out.close(qerr, false)
 		_ = c.raw.Close()
 	})
 }
 
-// finish closes the connection after what is already queued has been written (closeSession).
-func (c *conn) finish() {
+// finish closes the connection for reason r after what is already queued has been written
+// (closeSession's reply, a four-letter word's output).
+func (c *conn) finish(r closeReason) {
 	c.stopOnce.Do(func() {
+		c.endReason = r
 		c.closed.Store(true)
 		close(c.stopped)
 		c.out.close(errClosedByServer, true)
@@ -242,7 +254,6 @@ func (c *conn) finish() {
 // admits requests, and cleans up. A panic while handling a request closes only this connection.
 func (c *conn) serve(ctx context.Context) {
 	if c.mode != modePlain && !c.startTLS() {
-		c.abort(errClosedByServer)
 		c.s.connClosed(c)
 		c.releaseBuffers()
 		return
@@ -259,8 +270,11 @@ func (c *conn) serve(ctx context.Context) {
 	wg.Add(2)
 	c.s.workers.Go(func() {
 		defer wg.Done()
-		_ = c.out.writeLoop()
-		c.abort(errClosedByServer)
+		err := c.out.writeLoop()
+		// The reason goes in before the socket closes, so that a reader failing on the closed
+		// socket cannot name the close.
+		c.abort(writeEnded(err), err)
+		_ = c.nc.Close()
 		cancel()
 	})
 	execDone := make(chan struct{})
@@ -270,18 +284,18 @@ func (c *conn) serve(ctx context.Context) {
 		defer c.recoverPanic()
 		c.executeLoop(ctx)
 	})
+	var err error
 	defer func() {
-		c.abort(errClosedByServer)
+		c.abort(c.readEnded(err), err)
 		wg.Wait()
 		cancel()
 		c.s.connClosed(c)
 		c.releaseBuffers()
 	}()
 	defer c.recoverPanic()
-	err := c.readLoop(ctx)
-	if err != nil && !errors.Is(err, io.EOF) && !c.isClosed() {
-		c.log.Debug("connection ended", "err", err)
-	}
+	// The connection ends with the reader's reason (the deferred abort), unless the executor
+	// closes it first while it answers what was admitted.
+	err = c.readLoop(ctx)
 	c.releaseHeld()
 	// Let the executor answer what was admitted (closeSession's reply, writes in flight).
 	close(c.readEnd)
@@ -292,7 +306,7 @@ func (c *conn) serve(ctx context.Context) {
 func (c *conn) recoverPanic() {
 	if r := recover(); r != nil {
 		c.log.Error("panic serving connection", "panic", r)
-		c.abort(errClosedByServer)
+		c.abort(closeInternalError, fmt.Errorf("panic: %v", r))
 	}
 }
 
@@ -320,7 +334,7 @@ func (c *conn) readLoop(ctx context.Context) error {
 	}
 	var req jute.ConnectRequest
 	if err := jute.Unmarshal(frame, c.s.cfg.MaxFrameSize, &req); err != nil && !errors.Is(err, jute.ErrTrailingData) {
-		return fmt.Errorf("server: connect request: %w", err)
+		return closeWith(closeProtocolError, fmt.Errorf("server: connect request: %w", err))
 	}
 	c.stats.received.Add(1)
 	c.s.m.packetsReceived.Inc()
@@ -382,7 +396,7 @@ func (c *conn) handshake(ctx context.Context, req *jute.ConnectRequest) (bool, e
 		err := s.WaitServing(wctx)
 		cancel()
 		if err != nil {
-			return false, err
+			return false, closeWith(closeHandshakeRefused, fmt.Errorf("server: not serving: %w", err))
 		}
 	}
 	if req.LastZxidSeen > s.view().Zxid() {
@@ -392,7 +406,7 @@ func (c *conn) handshake(ctx context.Context, req *jute.ConnectRequest) (bool, e
 		_ = s.cons.Sync(sctx)
 		cancel()
 		if req.LastZxidSeen > s.view().Zxid() {
-			return false, fmt.Errorf("server: client zxid 0x%x is ahead of ours 0x%x", req.LastZxidSeen, s.view().Zxid())
+			return false, closeWith(closeHandshakeRefused, fmt.Errorf("server: client zxid 0x%x is ahead of ours 0x%x", req.LastZxidSeen, s.view().Zxid()))
 		}
 	}
 	timeout := s.cfg.negotiate(req.TimeOut)
@@ -402,7 +416,7 @@ func (c *conn) handshake(ctx context.Context, req *jute.ConnectRequest) (bool, e
 		sess, attach, err := s.cons.CreateSession(pctx, timeout)
 		cancel()
 		if err != nil {
-			return false, fmt.Errorf("server: create session: %w", err)
+			return false, closeWith(closeHandshakeRefused, fmt.Errorf("server: create session: %w", err))
 		}
 		c.attach = attach
 		resp = &jute.ConnectResponse{TimeOut: sess.Timeout, SessionID: sess.ID, Passwd: sess.Passwd, HasReadOnly: req.HasReadOnly}
@@ -419,7 +433,7 @@ func (c *conn) handshake(ctx context.Context, req *jute.ConnectRequest) (bool, e
 		}
 		if !ok || !bytes.Equal(sess.Passwd, req.Passwd) {
 			c.out.pushFrame(expiredResponse(req))
-			c.finish()
+			c.finish(closeSessionExpired)
 			return false, errSessionGone
 		}
 		pctx, cancel := context.WithTimeout(ctx, s.cfg.MaxSessionTimeout)
@@ -431,11 +445,11 @@ func (c *conn) handshake(ctx context.Context, req *jute.ConnectRequest) (bool, e
 		}
 		if errors.Is(err, errSessionGone) {
 			c.out.pushFrame(expiredResponse(req))
-			c.finish()
+			c.finish(closeSessionExpired)
 			return false, err
 		}
 		if err != nil {
-			return false, fmt.Errorf("server: validate session: %w", err)
+			return false, closeWith(closeHandshakeRefused, fmt.Errorf("server: validate session: %w", err))
 		}
 		s.m.revalidated.Inc()
 		resp = &jute.ConnectResponse{TimeOut: timeout, SessionID: req.SessionID, Passwd: sess.Passwd, HasReadOnly: req.HasReadOnly}
@@ -444,7 +458,7 @@ func (c *conn) handshake(ctx context.Context, req *jute.ConnectRequest) (bool, e
 	c.sid.Store(resp.SessionID)
 	c.log = c.log.With("session", fmt.Sprintf("0x%x", resp.SessionID))
 	if !s.attach(c) {
-		return false, ErrServerClosed
+		return false, closeWith(closeShutdown, ErrServerClosed)
 	}
 	c.out.pushFrame(resp)
 	c.stats.sent.Add(1)

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/zkd-io/zkd/jute"
@@ -32,7 +33,7 @@ func (c *conn) replyFrame(xid int32, zxid int64, code jute.Code, body jute.Recor
 		size, ok = c.out.pushReply(jute.ReplyHeader{Xid: xid, Zxid: zxid, Err: code}, body, timed)
 	}
 	if !ok {
-		c.abort(errSlowConsumer)
+		c.abort(closeSlowConsumer, errSlowConsumer)
 		return
 	}
 	c.s.m.response(size)
@@ -70,8 +71,7 @@ func (c *conn) execute(ctx context.Context, hdr jute.RequestHeader, body jute.Re
 		err := s.cons.Sync(sctx)
 		cancel()
 		if err != nil {
-			c.log.Debug("sync failed; dropping the connection", "err", err)
-			c.abort(err)
+			c.abort(closeNotServing, fmt.Errorf("server: sync: %w", err))
 			return
 		}
 		c.reply(hdr.Xid, s.view().Zxid(), jute.CodeOK, &jute.SyncResponse{Path: body.(*jute.SyncRequest).Path})
@@ -165,7 +165,7 @@ func (c *conn) read(hdr jute.RequestHeader, body jute.Record, auth []jute.Id) {
 		if hdr.Type == jute.OpMultiRead && code != jute.CodeOK && resp != nil {
 			// The one error reply with a body: a write op inside multiRead.
 			if !c.out.pushFrame(&jute.ReplyHeader{Xid: hdr.Xid, Zxid: v.Zxid(), Err: code}, resp) {
-				c.abort(errSlowConsumer)
+				c.abort(closeSlowConsumer, errSlowConsumer)
 			}
 			return
 		}
@@ -286,7 +286,7 @@ func (c *conn) setWatches(xid int32, rel int64, data, exist, child, persistent, 
 			hdr := jute.ReplyHeader{Xid: jute.XidNotification, Zxid: -1}
 			for _, e := range events {
 				if !c.out.pushFrame(&hdr, &jute.WatcherEvent{Type: e.typ, State: jute.StateSyncConnected, Path: e.path}) {
-					c.abort(errSlowConsumer)
+					c.abort(closeSlowConsumer, errSlowConsumer)
 					return
 				}
 			}

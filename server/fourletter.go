@@ -53,7 +53,7 @@ func (c *conn) fourLetterWord(_ context.Context, word string) error {
 		out = s.fourLetterOutput(word)
 	}
 	c.out.pushRaw([]byte(out))
-	c.finish()
+	c.finish(closeFourLetterWord)
 	return nil
 }
 

@@ -33,6 +33,8 @@ type serverMetrics struct {
 	largeRejected   *metric.Counter
 	throttleWaits   *metric.Counter
 	tlsFailed       *metric.Counter
+	// closed counts the connections that ended, by reason (closereason.go).
+	closed [numCloseReasons]*metric.Counter
 
 	read, update *metric.Summary
 	// fired records, per watch event type that triggered any watch, how many connections it
@@ -64,6 +66,11 @@ func newServerMetrics() *serverMetrics {
 	s.Add(metric.Item{Name: "stale_requests_dropped", Help: "Requests dropped because their connection closed first (same as stale_requests).", Counter: m.stale})
 	m.largeRejected = s.Counter("large_requests_rejected", "Requests refused because their frame exceeds the maximum frame size (jute.maxbuffer).")
 	m.tlsFailed = s.Counter("unsuccessful_handshake", "TLS handshakes with clients that failed (the connection was closed).")
+	for r := range closeReason(numCloseReasons) {
+		m.closed[r] = &metric.Counter{}
+		// In /metrics as one labelled series, zkd_connections_closed_total (collector).
+		s.Add(metric.Item{Name: "connections_closed_" + r.String(), Counter: m.closed[r], MntrOnly: true})
+	}
 	m.throttleWaits = s.Counter("request_throttle_wait_count", "Times a connection's reader waited because it had the maximum of requests in flight.")
 	m.read = s.Summary("readlatency", "Latency of requests that need no consensus (reads, pings, watch and session management), in milliseconds.", metric.Millis, metric.Advanced)
 	m.update = s.Summary("updatelatency", "Latency of writes, from arrival to the reply after this server applied them, in milliseconds.", metric.Millis, metric.Advanced)
@@ -375,7 +382,9 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		for _, it := range items {
 			switch {
 			case it.Counter != nil:
-				counter(it.Name, it.Help, float64(it.Counter.Total()))
+				if !it.MntrOnly {
+					counter(it.Name, it.Help, float64(it.Counter.Total()))
+				}
 			case it.Summary != nil:
 				t := it.Summary.Total()
 				if !it.MntrOnly {
@@ -423,6 +432,10 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		gauge("zkd_raft_follower_last_contact_seconds", "Seconds since a follower last answered the leader (-1: not in this leadership).",
 			contact, "follower", f.ID)
+	}
+	closedDesc := prometheus.NewDesc("zkd_connections_closed_total", "Client connections that ended, by why they ended.", []string{"reason"}, nil)
+	for r, c := range s.m.closed {
+		ch <- prometheus.MustNewConstMetric(closedDesc, prometheus.CounterValue, float64(c.Total()), closeReason(r).String())
 	}
 	counter("zkd_proposals_total", "Writes this server proposed (its own and forwarded).", float64(ns.Proposed))
 	counter("zkd_proposals_forwarded_total", "Writes this server forwarded to the leader.", float64(ns.Forwarded))

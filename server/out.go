@@ -240,9 +240,9 @@ func (q *outQueue) flush(inline bool) {
 }
 
 // writeLoop writes what is queued whenever it is woken and no flush is writing. It returns when
-// the queue is closed and drained, or when a write fails, and closes the socket either way.
+// the queue is closed and drained (nil, or why it was closed), or with the error of a write that
+// failed. The caller closes the socket.
 func (q *outQueue) writeLoop() error {
-	defer q.nc.Close()
 	for {
 		q.mu.Lock()
 		if q.mu.writing {

@@ -24,7 +24,7 @@ func runWriter(t *testing.T, q *outQueue) (net.Conn, func() error) {
 	exited := make(chan struct{})
 	var err error
 	q.setSink(srv, 0, nil, nil)
-	go func() { defer close(exited); err = q.writeLoop() }()
+	go func() { defer close(exited); err = q.writeLoop(); srv.Close() }()
 	wait := func() error { <-exited; return err }
 	t.Cleanup(func() { cli.Close(); <-exited })
 	return cli, wait
@@ -291,6 +291,7 @@ func TestOutQueueFlushAndWriterTakeTurns(t *testing.T) {
 	if err := <-exited; err != nil {
 		t.Fatalf("writer = %v", err)
 	}
+	guard.Close() // as the connection does once its writer is done
 	frames := <-read
 	if len(frames) != 2*n {
 		t.Fatalf("%d frames; want %d", len(frames), 2*n)

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/zkd-io/zkd/consensus"
@@ -49,6 +50,7 @@ func (c *conn) admit(ctx context.Context, frame []byte) bool {
 	r := &request{arrived: time.Now()}
 	hdr, raw, err := jute.PeekRequestHeader(frame)
 	if err != nil {
+		c.abort(closeProtocolError, fmt.Errorf("server: request header: %w", err))
 		return false // not even a header
 	}
 	if !c.authEnforced(hdr.Type) {
@@ -173,7 +175,7 @@ func (c *conn) accept(r *request) bool {
 	if hdr.Type != jute.OpPing && hdr.Type != jute.OpAuth && hdr.Type != jute.OpSetWatches && hdr.Type != jute.OpSetWatches2 {
 		// A request on a session that expired or closed gets no reply: the socket closes.
 		if _, ok := s.view().Session(sid); !ok {
-			c.abort(errSessionGone)
+			c.abort(closeSessionExpired, nil)
 			return false
 		}
 	}
@@ -204,8 +206,7 @@ func (c *conn) admitWrite(ctx context.Context, r *request, body []byte) bool {
 		// Nothing was proposed; ThrottledOp tells the client exactly that (docs/differences.md).
 		r.fixed, r.code = true, jute.CodeThrottledOp
 	case err != nil:
-		c.log.Debug("write not proposed; dropping the connection", "op", op, "err", err)
-		c.abort(err)
+		c.abort(closeNotServing, fmt.Errorf("server: %v not proposed: %w", op, err))
 		return false
 	default:
 		r.pending, r.closeSession = p, op == jute.OpCloseSession
@@ -318,22 +319,20 @@ func (c *conn) complete(ctx context.Context, r *request) bool {
 	case r.pending != nil:
 		res, err := r.pending.Wait(ctx)
 		if err != nil {
-			c.log.Debug("write outcome unknown; dropping the connection", "op", r.hdr.Type, "err", err)
-			c.abort(err)
+			c.abort(closeOutcomeUnknown, fmt.Errorf("server: outcome of %v unknown: %w", r.hdr.Type, err))
 			return false
 		}
 		if errors.Is(res.Err, jute.CodeSessionMoved) {
 			// The session has moved to another connection, or an earlier write of this one never
 			// took effect: nothing more may be done here. As in ZooKeeper, SessionMoved is a
 			// connection-level error: the connection closes without a reply.
-			c.log.Debug("write refused out of the session's order; dropping the connection", "op", r.hdr.Type)
-			c.abort(errSessionMoved)
+			c.abort(closeSessionMoved, fmt.Errorf("server: %v refused out of the session's order: %w", r.hdr.Type, errSessionMoved))
 			return false
 		}
 		if r.closeSession {
 			c.reply(r.hdr.Xid, res.Zxid, codeFor(res.Err), nil)
 			s.detach(c)
-			c.finish()
+			c.finish(closeSessionClosed)
 			return false
 		}
 		c.reply(r.hdr.Xid, res.Zxid, codeFor(res.Err), res.Resp)
@@ -344,7 +343,7 @@ func (c *conn) complete(ctx context.Context, r *request) bool {
 		}
 		c.replyFrame(r.hdr.Xid, zxid, r.code, r.fixedBody, r.errBody)
 		if r.closeAfter {
-			c.finish()
+			c.finish(closeAfterCode(r.code))
 			return false
 		}
 	default:

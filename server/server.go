@@ -334,8 +334,7 @@ func (s *Server) sessionsClosed(ids []int64) {
 	}
 	s.mu.Unlock()
 	for _, c := range gone {
-		c.log.Debug("session ended; closing its connection")
-		c.abort(errSessionGone)
+		c.abort(closeSessionExpired, nil)
 	}
 }
 
@@ -345,7 +344,7 @@ func (s *Server) onRestore(v *znode.View) {
 	s.watches.advance(v.Zxid())
 	s.published.Store(v)
 	s.wakeViewWaiters()
-	s.dropClients("state restored from a snapshot")
+	s.dropClients(closeStateRestored, "state restored from a snapshot")
 }
 
 // servingChanged records when the server stopped serving. Clients are dropped only once it has
@@ -359,8 +358,8 @@ func (s *Server) servingChanged(serving bool) {
 	s.notServingSince.CompareAndSwap(0, time.Now().UnixNano())
 }
 
-// dropClients closes every client connection.
-func (s *Server) dropClients(why string) {
+// dropClients closes every client connection, for reason r, and logs why once.
+func (s *Server) dropClients(r closeReason, why string) {
 	s.mu.Lock()
 	conns := make([]*conn, 0, len(s.mu.conns))
 	for c := range s.mu.conns {
@@ -371,7 +370,7 @@ func (s *Server) dropClients(why string) {
 		s.log.Info("closing client connections", "reason", why, "count", len(conns))
 	}
 	for _, c := range conns {
-		c.abort(errClosedByServer)
+		c.abort(r, nil)
 	}
 }
 
@@ -435,13 +434,12 @@ func (s *Server) attach(c *conn) bool {
 	s.mu.sessions[c.session()] = c
 	s.mu.Unlock()
 	if old != nil && old != c {
-		old.log.Debug("session moved to a new connection")
-		old.abort(errClosedByServer)
+		old.abort(closeSessionReconnected, nil)
 	}
 	// The apply hook publishes a view before it closes the connections of the sessions the view
 	// no longer has; c is registered now, so either that hook finds it or this check does.
 	if _, ok := s.view().Session(c.session()); !ok {
-		c.abort(errSessionGone)
+		c.abort(closeSessionExpired, nil)
 	}
 	return true
 }
@@ -457,6 +455,7 @@ func (s *Server) detach(c *conn) {
 
 // connClosed is called once by a connection's serve when it ends.
 func (s *Server) connClosed(c *conn) {
+	c.logClosed()
 	s.watches.removeConn(c)
 	s.detach(c)
 	s.mu.Lock()
@@ -504,7 +503,7 @@ func (s *Server) housekeeping() {
 		if !s.cons.Serving() {
 			s.servingChanged(false)
 			if since := s.notServingSince.Load(); since != 0 && time.Since(time.Unix(0, since)) >= s.cfg.TickTime {
-				s.dropClients("lost contact with the leader")
+				s.dropClients(closeNotServing, "lost contact with the leader")
 			}
 			continue
 		}
@@ -526,7 +525,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			_ = s.admin.Shutdown(ctx)
 		}
 		s.cancel()
-		s.dropClients("shutting down")
+		s.dropClients(closeShutdown, "shutting down")
 		done := make(chan struct{})
 		go func() { s.wg.Wait(); close(done) }()
 		select {
@@ -569,4 +568,4 @@ func (s *Server) WaitServing(ctx context.Context) error {
 
 // DropClients closes every client connection; the sessions live on, so clients reconnect
 // (here or elsewhere) and re-register their watches. Tests use it to force a reconnect.
-func (s *Server) DropClients() { s.dropClients("requested") }
+func (s *Server) DropClients() { s.dropClients(closeDropped, "requested") }

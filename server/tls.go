@@ -38,7 +38,7 @@ func (b *bufferedConn) Read(p []byte) (int, error) { return b.r.Read(p) }
 // startTLS runs the TLS handshake of a connection accepted on a secure or unified listener,
 // before its reader and writer start; on a unified listener, a connection whose first byte is
 // not a TLS record stays plain. A client whose certificate was verified gets its x509 id. It
-// reports false when the connection must close (the failure is logged).
+// reports false when it closed the connection (the failure is logged).
 func (c *conn) startTLS() bool {
 	s := c.s
 	timeout := s.cfg.SessionlessTimeout
@@ -48,6 +48,7 @@ func (c *conn) startTLS() bool {
 		first, err := c.br.Peek(1)
 		if err != nil {
 			c.countSessionless(err)
+			c.abort(c.readEnded(err), err)
 			return false
 		}
 		if first[0] != tlsHandshakeRecord {
@@ -60,6 +61,7 @@ func (c *conn) startTLS() bool {
 		if !c.isClosed() {
 			s.tlsLog.log(s.log, "tls handshake failed; connection closed", "remote", c.remote, "err", err)
 		}
+		c.abort(closeTLSHandshake, err)
 		return false
 	}
 	c.nc = tc

@@ -220,7 +220,7 @@ func (w *watchManager) fire(zxid int64, events []znode.Event) {
 					continue
 				}
 				if !c.out.pushFrame(&hdr, &we) {
-					c.abort(errSlowConsumer)
+					c.abort(closeSlowConsumer, errSlowConsumer)
 					continue
 				}
 				c.eventZxid.Store(zxid) // fire's zxids only grow, under the lock

@@ -374,7 +374,8 @@ func (s *Set) Summary(name, help string, unit Unit, d Detail) *Summary {
 	return s.Add(Item{Name: name, Help: help, Summary: NewSummary(unit), Detail: d})
 }
 
-// Add adds a summary described by it (it.Summary must be set) and returns the summary.
+// Add adds the measurement it describes (it.Counter or it.Summary must be set) and returns its
+// summary (nil for a counter).
 func (s *Set) Add(it Item) *Summary {
 	s.add(it)
 	return it.Summary

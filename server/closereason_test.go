@@ -1,0 +1,164 @@
+package server_test
+
+import (
+	"bytes"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/zkd-io/zkd/conformance"
+	"github.com/zkd-io/zkd/server"
+	"github.com/zkd-io/zkd/server/zkdtest"
+)
+
+// syncBuffer is a log destination several goroutines write to.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// startLogged starts a server whose Debug log goes to the returned buffer.
+func startLogged(t *testing.T, opts ...zkdtest.Option) (*server.Server, *syncBuffer) {
+	t.Helper()
+	logs := &syncBuffer{}
+	opts = append(opts, zkdtest.WithConfig(func(c *server.Config) {
+		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}))
+	return zkdtest.Start(t, opts...), logs
+}
+
+// waitClosed waits until mntr counts want connections closed for reason (and returns mntr).
+func waitClosed(t *testing.T, addr, reason string, want float64) {
+	t.Helper()
+	key := "zk_connections_closed_" + reason
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		m := mntr(t, addr)
+		got, ok := m[key]
+		if !ok {
+			t.Fatalf("mntr has no %s", key)
+		}
+		if got >= want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s = %v after 10s; want %v", key, got, want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Every connection the server closes, or sees closed, is counted and logged with why.
+func TestConnectionCloseReasons(t *testing.T) {
+	s, logs := startLogged(t, zkdtest.WithoutRaft())
+	addr := s.Addr()
+
+	// The client closes its session: session_closed.
+	c, _ := connect(t, addr)
+	c.Close()
+	waitClosed(t, addr, "session_closed", 1)
+
+	// The client goes away without a word: client_closed.
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := conformance.NewRaw(nc, 5*time.Second)
+	if err := r.NewSession(30000); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	waitClosed(t, addr, "client_closed", 1)
+
+	// A frame longer than the server takes: protocol_error, at Warn.
+	r, err = conformance.DialRaw(addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.NewSession(30000); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.WriteBytes([]byte{0x7f, 0xff, 0xff, 0xff}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.ExpectClosed(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	waitClosed(t, addr, "protocol_error", 1)
+
+	// A client that sends nothing, not even pings, for its whole session timeout: client_idle.
+	r, err = conformance.DialRaw(addr, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.NewSession(400); err != nil { // tickTime 200ms: the smallest timeout
+		t.Fatal(err)
+	}
+	if err := r.ExpectClosed(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	waitClosed(t, addr, "client_idle", 1)
+
+	// The mntr calls above are four-letter words.
+	waitClosed(t, addr, "four_letter_word", 4)
+
+	out := logs.String()
+	for _, want := range []string{
+		`level=DEBUG msg="connection closed" remote=` + nc.LocalAddr().String() + ` session=`,
+		"reason=session_closed",
+		"reason=client_closed",
+		"reason=four_letter_word",
+		`level=WARN msg="connection closed"`,
+		"reason=protocol_error",
+		`level=INFO msg="connection closed"`,
+		"reason=client_idle",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the log lacks %q", want)
+		}
+	}
+	if strings.Contains(out, "use of closed network connection") {
+		t.Errorf("a close was blamed on the closed socket it caused:\n%s", out)
+	}
+
+	// /metrics has the same counts, as one labelled counter.
+	mfs, err := s.Gatherer().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := mntr(t, addr)
+	for _, mf := range mfs {
+		if mf.GetName() != "zkd_connections_closed_total" {
+			continue
+		}
+		if n := len(mf.GetMetric()); n < 20 {
+			t.Errorf("zkd_connections_closed_total has %d reasons; want every one", n)
+		}
+		for _, metric := range mf.GetMetric() {
+			reason := metric.GetLabel()[0].GetValue()
+			got, want := metric.GetCounter().GetValue(), m["zk_connections_closed_"+reason]
+			if reason != "four_letter_word" && got != want {
+				t.Errorf("/metrics says %v connections closed for %s, mntr %v", got, reason, want)
+			}
+		}
+		return
+	}
+	t.Error("/metrics has no zkd_connections_closed_total")
+}
