@@ -21,26 +21,26 @@ import (
 type closeReason uint8
 
 const (
-	closeClientClosed      closeReason = iota // the client closed the socket, or it broke under it
-	closeSessionClosed                        // the client closed its session (closeSession)
-	closeFourLetterWord                       // a four-letter word was answered
-	closeSessionless                          // no ConnectRequest came within the sessionless timeout
-	closeClientIdle                           // nothing came from the client within its session timeout
-	closeSessionExpired                       // the session expired, was closed elsewhere, or is unknown
-	closeSessionReconnected                   // the session reconnected on a newer connection to this server
-	closeSessionMoved                         // a write came after the session moved, or out of its order
-	closeHandshakeRefused                     // the handshake was refused (not serving, client ahead, no session)
-	closeTLSHandshake                         // the TLS handshake failed
-	closeAuthFailed                           // authentication failed or is required
-	closeProtocolError                        // a malformed or oversized frame, or an op that is refused
-	closeWriteTimeout                         // a reply could not be written within the write timeout
-	closeSlowConsumer                         // the client read its replies too slowly (outbound limit)
-	closeOutcomeUnknown                       // a write's outcome could not be learnt
-	closeNotServing                           // the server cannot reach a quorum
-	closeStateRestored                        // the server replaced its tree with a snapshot
-	closeDropped                              // DropClients
-	closeShutdown                             // the server is shutting down
-	closeInternalError                        // handling a request panicked
+	closeClientClosed       closeReason = iota // the client closed the socket, or it broke under it
+	closeSessionClosed                         // the client closed its session (closeSession)
+	closeFourLetterWord                        // a four-letter word was answered
+	closeSessionless                           // no ConnectRequest came within the sessionless timeout
+	closeClientIdle                            // nothing came from the client within its session timeout
+	closeSessionExpired                        // the session expired, was closed elsewhere, or is unknown
+	closeSessionReconnected                    // the session reconnected on a newer connection to this server
+	closeSessionMoved                          // a write came after the session moved, or out of its order
+	closeHandshakeRefused                      // the handshake was refused (not serving, client ahead, no session)
+	closeTLSHandshake                          // the TLS handshake failed
+	closeAuthFailed                            // authentication failed or is required
+	closeProtocolError                         // a malformed or oversized frame, or an op that is refused
+	closeWriteTimeout                          // a reply could not be written within the write timeout
+	closeSlowConsumer                          // the client read its replies too slowly (outbound limit)
+	closeOutcomeUnknown                        // a write's outcome could not be learnt
+	closeNotServing                            // the server cannot reach a quorum
+	closeStateRestored                         // the server replaced its tree with a snapshot
+	closeDropped                               // DropClients
+	closeShutdown                              // the server is shutting down
+	closeInternalError                         // handling a request panicked
 	numCloseReasons
 )
 
