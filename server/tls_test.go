@@ -519,3 +519,17 @@ func TestX509EnforcedAuth(t *testing.T) {
 		}
 	})
 }
+
+// serverTLS is a zkd server's TLS configuration over the PEM stores of props(nil).
+func (p *pki) serverTLS(t *testing.T) *tls.Config {
+	t.Helper()
+	set, err := tlsconf.Parse(p.props(nil), "ssl.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := tlsconf.New(set, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return src.ServerConfig()
+}
