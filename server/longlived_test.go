@@ -48,7 +48,7 @@ func (h heldSession) check(t *testing.T) {
 }
 
 // heldTarget is where the long-lived clients connect: client addresses, plain and (when not
-// empty) TLS.
+// empty, and the clients are given TLS files) TLS.
 type heldTarget struct {
 	plain, tls []string
 }
@@ -71,6 +71,21 @@ func newHeldTLS(t *testing.T) *heldTLS {
 	leaf.WritePKCS12(t, h.keyStore, h.pass)
 	p.ca.WritePKCS12(t, h.trustStore, h.pass)
 	return h
+}
+
+// startZkdHeld starts a zkd server and a 3-server zkd cluster with tickTime tick and TLS ports,
+// and returns them as targets for holdClients.
+func startZkdHeld(t *testing.T, tick time.Duration, h *heldTLS) ([]string, map[string]heldTarget) {
+	s := zkdtest.Start(t, zkdHeldOption(t, tick, h))
+	cl := zkdtest.StartCluster(t, 3, zkdHeldOption(t, tick, h))
+	tg := heldTarget{plain: cl.Addrs()}
+	for _, s := range cl.Servers {
+		tg.tls = append(tg.tls, s.SecureAddr())
+	}
+	return []string{"zkd-standalone", "zkd-cluster"}, map[string]heldTarget{
+		"zkd-standalone": {plain: []string{s.Addr()}, tls: []string{s.SecureAddr()}},
+		"zkd-cluster":    tg,
+	}
 }
 
 // zkdHeldOption configures a zkd server as zoo.cfg with tickTime tick would (session timeouts 2
@@ -141,7 +156,7 @@ func holdWith(ctx context.Context, client string, tg heldTarget, maxTimeout, d t
 			return nil, "kazoo is not installed (Debian package python3-kazoo)", nil
 		}
 		args := []string{filepath.Join("testdata", "long_lived.py"), strings.Join(tg.plain, ","), secs(d), timeout}
-		if h != nil {
+		if h != nil && len(tg.tls) > 0 {
 			args = append(args, strings.Join(tg.tls, ","), h.ca, h.cert, h.key)
 		}
 		got, err := runHeldClient(ctx, "kazoo", d, py, args...)
@@ -156,7 +171,7 @@ func holdWith(ctx context.Context, client string, tg heldTarget, maxTimeout, d t
 		}
 		cp := strings.Join(append([]string{apachezk.Jar}, apachezk.NettyTLSJars()...), ":")
 		args := []string{"-Xmx128m", "-cp", cp, filepath.Join("testdata", "LongLived.java"), strings.Join(tg.plain, ","), secs(d), timeout}
-		if h != nil {
+		if h != nil && len(tg.tls) > 0 {
 			args = append(args, strings.Join(tg.tls, ","), h.keyStore, h.trustStore, h.pass)
 		}
 		got, err := runHeldClient(ctx, "java", d, java, args...)
@@ -196,7 +211,7 @@ func holdGoZookeeper(tg heldTarget, maxTimeout, d time.Duration, h *heldTLS) []h
 		tls   bool
 	}
 	specs := []spec{{"idle", tg.plain, false}, {"busy", tg.plain, false}}
-	if h != nil {
+	if h != nil && len(tg.tls) > 0 {
 		specs = append(specs, spec{"idle-tls", tg.tls, true}, spec{"busy-tls", tg.tls, true})
 	}
 	out := make([]heldSession, len(specs))
@@ -307,16 +322,7 @@ func TestLongLivedClients(t *testing.T) {
 	const tick = 500 * time.Millisecond
 	const maxTimeout, hold = 20 * tick, 25 * time.Second
 	h := newHeldTLS(t)
-	tgs := map[string]heldTarget{}
-	s := zkdtest.Start(t, zkdHeldOption(t, tick, h))
-	tgs["zkd-standalone"] = heldTarget{plain: []string{s.Addr()}, tls: []string{s.SecureAddr()}}
-	cl := zkdtest.StartCluster(t, 3, zkdHeldOption(t, tick, h))
-	tg := heldTarget{plain: cl.Addrs()}
-	for _, s := range cl.Servers {
-		tg.tls = append(tg.tls, s.SecureAddr())
-	}
-	tgs["zkd-cluster"] = tg
-	targets := []string{"zkd-standalone", "zkd-cluster"}
+	targets, tgs := startZkdHeld(t, tick, h)
 	if apachezk.Installed() == nil {
 		z := startZooKeeperTLS(t, h.pki.props(map[string]string{"tickTime": strconv.Itoa(int(tick.Milliseconds()))}))
 		tgs["zookeeper"] = heldTarget{plain: []string{z.plain}, tls: []string{z.secure}}
@@ -327,7 +333,8 @@ func TestLongLivedClients(t *testing.T) {
 
 // TestLongLivedClientsRealTime is the same check as a user meets it: zoo.cfg's stock tickTime
 // of 2 s (a maximum session timeout of 40 s), sessions held for 3 minutes (ZKD_HOLD overrides,
-// as a Go duration), on zkd standalone, a zkd cluster, and a real ZooKeeper server and ensemble.
+// as a Go duration), on zkd standalone, a zkd cluster, and a real ZooKeeper server (plain and
+// TLS) and ensemble (plain).
 func TestLongLivedClientsRealTime(t *testing.T) {
 	if testing.Short() {
 		t.Skip("holds client sessions for minutes")
@@ -341,31 +348,25 @@ func TestLongLivedClientsRealTime(t *testing.T) {
 		}
 	}
 	t.Parallel()
-	tgs := map[string]heldTarget{}
-	s := zkdtest.Start(t, zkdHeldOption(t, tick, nil))
-	tgs["zkd-standalone"] = heldTarget{plain: []string{s.Addr()}}
-	tgs["zkd-cluster"] = heldTarget{plain: zkdtest.StartCluster(t, 3, zkdHeldOption(t, tick, nil)).Addrs()}
-	targets := []string{"zkd-standalone", "zkd-cluster"}
+	h := newHeldTLS(t)
+	targets, tgs := startZkdHeld(t, tick, h)
 	if zktest.Check() == nil {
-		tgs["zookeeper"] = heldTarget{plain: startZooKeeper(t, 1).Addrs}
-		tgs["zookeeper-ensemble"] = heldTarget{plain: startZooKeeper(t, 3).Addrs}
+		z := startZooKeeperTLS(t, h.pki.props(nil)) // zoo.cfg's stock tickTime
+		tgs["zookeeper"] = heldTarget{plain: []string{z.plain}, tls: []string{z.secure}}
+		tgs["zookeeper-ensemble"] = heldTarget{plain: startZooKeeperEnsemble(t).Addrs}
 		targets = append(targets, "zookeeper", "zookeeper-ensemble")
 	}
-	holdClients(t, targets, tgs, 20*tick, hold, nil)
+	holdClients(t, targets, tgs, 20*tick, hold, h)
 }
 
-// startZooKeeper starts a stock real ZooKeeper of n servers (1: standalone), stopped when the
-// test ends, or skips the test when none can be started here.
-func startZooKeeper(t *testing.T, n int) *zktest.ZooKeeper {
+// startZooKeeperEnsemble starts a stock real ZooKeeper ensemble of three servers, stopped when
+// the test ends, or skips the test when none can be started here.
+func startZooKeeperEnsemble(t *testing.T) *zktest.ZooKeeper {
 	t.Helper()
 	if err := zktest.Check(); err != nil {
 		t.Skip(err)
 	}
-	start := zktest.StartZooKeeper
-	if n > 1 {
-		start = zktest.StartEnsemble
-	}
-	z, err := start(t.TempDir())
+	z, err := zktest.StartEnsemble(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
