@@ -4,8 +4,11 @@ PKGS      ?= ./...
 FUZZTIME  ?= 20s
 BENCHTIME ?= 1s
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
+# vet and staticcheck skip the forks of upstream code (internal/third_party), kept as upstream
+# wrote it so that a rebase stays a diff of zkd's own changes.
+LINTPKGS  ?= $(shell $(GO) list $(PKGS) | grep -v /internal/third_party/)
 
-.PHONY: all build test test-consensus-long test-short test-zookeeper run cluster bench bench-compare fuzz lint vet fmt-check staticcheck conformance compat clean
+.PHONY: all build test test-forks test-outside test-consensus-long test-short test-zookeeper run cluster bench bench-compare fuzz lint vet fmt-check staticcheck conformance compat clean
 
 all: build
 
@@ -18,7 +21,17 @@ build:
 ## Without ZooKeeper a banner says so before and after the run, and the oracle checks skip.
 test:
 	@./scripts/zk-banner.sh
-	$(GO) test -race -count=1 -timeout 20m $(PKGS) && (cd third_party/raft && $(GO) test -race -count=1 ./...) && (cd third_party/raft-wal && $(GO) test -race -count=1 ./...); status=$$?; ./scripts/zk-banner.sh; exit $$status
+	$(GO) test -race -count=1 -timeout 20m $(PKGS); status=$$?; ./scripts/zk-banner.sh; exit $$status
+
+## test-forks: upstream's own test suites of hashicorp/raft and raft-wal, run on zkd's forks of them
+## (internal/third_party; `scripts/forks.sh diff` prints what the forks change)
+test-forks:
+	./scripts/forks.sh test
+
+## test-outside: zkd as a dependency of a module outside this tree (the README's embedding
+## examples, server/zkdtest/recipes), and `go install ...@latest` from a module proxy holding this tree
+test-outside:
+	./scripts/outside.sh
 
 ## test-consensus-long: consensus's porcupine linearizability check under faults for a minute per run
 ## (ZKD_SEED=<seed> replays a logged run)
@@ -69,10 +82,10 @@ fmt-check:
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 vet:
-	$(GO) vet $(PKGS)
+	$(GO) vet $(LINTPKGS)
 
 staticcheck:
-	$(STATICCHECK) $(PKGS)
+	$(STATICCHECK) $(LINTPKGS)
 
 ## conformance: the ZooKeeper conformance suite (CONFORMANCE_ADDR=host:port to aim it at any server)
 conformance:

@@ -12,8 +12,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/raft"
-	wal "github.com/hashicorp/raft-wal"
+	"github.com/zkd-io/zkd/internal/third_party/raft"
+	wal "github.com/zkd-io/zkd/internal/third_party/raft-wal"
 )
 
 // Checksums on everything Raft's stores give back.

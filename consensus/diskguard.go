@@ -7,8 +7,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hashicorp/raft"
-	wal "github.com/hashicorp/raft-wal"
+	"github.com/zkd-io/zkd/internal/third_party/raft"
+	wal "github.com/zkd-io/zkd/internal/third_party/raft-wal"
 )
 
 // A full disk.

@@ -133,7 +133,7 @@
 // whichever is larger: a snapshot rewrites the whole tree, and with large values a small fixed
 // size spent a fifth of the CPU on it), whichever comes first, from an O(1) znode.View and
 // written in the background while applies continue.
-// hashicorp/raft is the fork in third_party/raft (v1.7.3 with the leader's append overlapping
+// hashicorp/raft is the fork in internal/third_party/raft (v1.7.3 with the leader's append overlapping
 // replication: see its ZKD.md and docs/architecture.md); the logs Raft is given pass its
 // StagingLogStore calls to the log cache (relayedLogs, timedLogs).
 // It is based on v1.7.3 because v1.8.0 does not build with raft-boltdb/v2 v2.3.1
@@ -164,7 +164,7 @@
 // on with two writes one after the other and costs close to two such writes per lock. At 32
 // clients, raft's msgpack encoding and decoding of AppendEntries and their answers was 8-9% of each
 // server's CPU; between nodes that offer it, AppendEntries now travel in a binary encoding
-// instead (third_party/raft/ZKD.md), which older nodes never receive.
+// instead (internal/third_party/raft/ZKD.md), which older nodes never receive.
 //
 // What the same machine allows a 3-node write: zkbench's replicated floor
 // (cmd/zkbench/floorrepl.go; node 1 logs each batch, sends it to the other two and answers once

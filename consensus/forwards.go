@@ -7,7 +7,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hashicorp/raft"
+	"github.com/zkd-io/zkd/internal/third_party/raft"
 
 	"github.com/zkd-io/zkd/internal/sockwrite"
 )

@@ -9,7 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/hashicorp/raft"
+	"github.com/zkd-io/zkd/internal/third_party/raft"
 
 	"github.com/zkd-io/zkd/internal/sockwrite"
 	"github.com/zkd-io/zkd/internal/zktest"

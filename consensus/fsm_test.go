@@ -10,7 +10,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/hashicorp/raft"
+	"github.com/zkd-io/zkd/internal/third_party/raft"
 
 	"github.com/zkd-io/zkd/jute"
 	"github.com/zkd-io/zkd/znode"

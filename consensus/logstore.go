@@ -11,12 +11,12 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	wal "github.com/hashicorp/raft-wal"
-	"github.com/hashicorp/raft-wal/migrate"
-	"github.com/hashicorp/raft-wal/segment"
-	"github.com/hashicorp/raft-wal/types"
+	"github.com/zkd-io/zkd/internal/third_party/raft"
+	wal "github.com/zkd-io/zkd/internal/third_party/raft-wal"
+	"github.com/zkd-io/zkd/internal/third_party/raft-wal/migrate"
+	"github.com/zkd-io/zkd/internal/third_party/raft-wal/segment"
+	"github.com/zkd-io/zkd/internal/third_party/raft-wal/types"
 	"go.etcd.io/bbolt"
 )
 
@@ -142,7 +142,7 @@ func walSegmentOf(walDir string, index uint64) string {
 	return best
 }
 
-func openBolt(path string) (*raftboltdb.BoltStore, error) {
+func openBolt(path string) (boltStore, error) {
 	b, err := raftboltdb.New(raftboltdb.Options{
 		Path: path,
 		// The freelist settings keep appends fast after a burst is truncated (the reference
@@ -150,9 +150,9 @@ func openBolt(path string) (*raftboltdb.BoltStore, error) {
 		BoltOptions: &bbolt.Options{Timeout: time.Second, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("consensus: open bolt log store: %w", err)
+		return boltStore{}, fmt.Errorf("consensus: open bolt log store: %w", err)
 	}
-	return b, nil
+	return boltStore{b}, nil
 }
 
 // walStore is a raft-wal WAL with its metadata in a walMetaFile, which it closes too (WAL.Close

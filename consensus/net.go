@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/raft"
+	"github.com/zkd-io/zkd/internal/third_party/raft"
 )
 
 // Network opens the peer listener and dials peers. Both Raft and the cluster RPC use it, so a

@@ -4,7 +4,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/raft"
+	"github.com/zkd-io/zkd/internal/third_party/raft"
 )
 
 // A follower learns the commit index only from the leader's AppendEntries: the next one carrying

@@ -5,8 +5,8 @@ import (
 	"sync"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/raft-wal/segment"
-	"github.com/hashicorp/raft-wal/types"
+	"github.com/zkd-io/zkd/internal/third_party/raft-wal/segment"
+	"github.com/zkd-io/zkd/internal/third_party/raft-wal/types"
 )
 
 // laterDeletes is raft-wal's segment filer with the deletion of old segments moved to a goroutine

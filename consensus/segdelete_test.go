@@ -10,9 +10,9 @@ import (
 	"testing/synctest"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/raft"
-	"github.com/hashicorp/raft-wal/segment"
-	"github.com/hashicorp/raft-wal/types"
+	"github.com/zkd-io/zkd/internal/third_party/raft"
+	"github.com/zkd-io/zkd/internal/third_party/raft-wal/segment"
+	"github.com/zkd-io/zkd/internal/third_party/raft-wal/types"
 )
 
 // gatedFiler is a segment filer whose Delete waits for the test to open its gate.

@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hashicorp/raft"
+	"github.com/zkd-io/zkd/internal/third_party/raft"
 )
 
 // hashicorp/raft backs off exponentially after failed AppendEntries to a follower: up to 10s

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/raft"
+	"github.com/zkd-io/zkd/internal/third_party/raft"
 )
 
 // TestAppendEntriesWaitsForUnreachableFollower: while a follower cannot be dialled, the leader's

@@ -12,7 +12,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/hashicorp/raft"
+	"github.com/zkd-io/zkd/internal/third_party/raft"
 )
 
 const snapshotsDirName = "snapshots"

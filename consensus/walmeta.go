@@ -11,10 +11,10 @@ import (
 	"path/filepath"
 	"sync"
 
-	"github.com/hashicorp/raft"
-	wal "github.com/hashicorp/raft-wal"
-	"github.com/hashicorp/raft-wal/metadb"
-	"github.com/hashicorp/raft-wal/types"
+	"github.com/zkd-io/zkd/internal/third_party/raft"
+	wal "github.com/zkd-io/zkd/internal/third_party/raft-wal"
+	"github.com/zkd-io/zkd/internal/third_party/raft-wal/metadb"
+	"github.com/zkd-io/zkd/internal/third_party/raft-wal/types"
 )
 
 // walMetaFile replaces raft-wal's bbolt metadata store (wal-meta.db) with one small file,

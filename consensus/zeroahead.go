@@ -6,8 +6,8 @@ import (
 	"sync"
 
 	"github.com/hashicorp/go-hclog"
-	walfs "github.com/hashicorp/raft-wal/fs"
-	"github.com/hashicorp/raft-wal/types"
+	walfs "github.com/zkd-io/zkd/internal/third_party/raft-wal/fs"
+	"github.com/zkd-io/zkd/internal/third_party/raft-wal/types"
 )
 
 // zeroAheadFS is raft-wal's file system with the segment a log appends to written with zeros a

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every Fuzz target of the module and of its raft fork for a bounded time each:
+# Runs every Fuzz target of the module (its raft fork's included) for a bounded time each:
 # scripts/fuzz.sh [FUZZTIME].
 # go test accepts one -fuzz target per run, so targets are listed per package and run one by one.
 #
@@ -12,12 +12,7 @@ fuzztime=${1:-20s}
 cd "$(dirname "$0")/.."
 status=0
 count=0
-# The module and the forks it pins with replace (their own modules: go list ./... from the top
-# does not reach them).
-root=$(pwd)
-for pkg in $(go list ./...) $(cd third_party/raft && go list ./...); do
-	cd "$root"
-	case $pkg in github.com/hashicorp/raft*) cd third_party/raft ;; esac
+for pkg in $(go list ./...); do
 	targets=$(go test -list '^Fuzz' "$pkg" 2>/dev/null | grep '^Fuzz' || true)
 	[ -n "$targets" ] || continue
 	dir=$(go list -f '{{.Dir}}' "$pkg")

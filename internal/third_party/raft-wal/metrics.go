@@ -4,7 +4,7 @@
 package wal
 
 import (
-	"github.com/hashicorp/raft-wal/metrics"
+	"github.com/zkd-io/zkd/internal/third_party/raft-wal/metrics"
 )
 
 var (

@@ -6,7 +6,7 @@ package types
 import (
 	"errors"
 
-	"github.com/hashicorp/raft"
+	"github.com/zkd-io/zkd/internal/third_party/raft"
 )
 
 var (

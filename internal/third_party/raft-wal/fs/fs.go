@@ -11,7 +11,7 @@ import (
 	"path/filepath"
 
 	"github.com/coreos/etcd/pkg/fileutil"
-	"github.com/hashicorp/raft-wal/types"
+	"github.com/zkd-io/zkd/internal/third_party/raft-wal/types"
 )
 
 // FS implements the wal.VFS interface using GO's built in OS Filesystem (and a

@@ -7,11 +7,11 @@ import (
 	"fmt"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/raft-wal/fs"
-	"github.com/hashicorp/raft-wal/metadb"
-	"github.com/hashicorp/raft-wal/metrics"
-	"github.com/hashicorp/raft-wal/segment"
-	"github.com/hashicorp/raft-wal/types"
+	"github.com/zkd-io/zkd/internal/third_party/raft-wal/fs"
+	"github.com/zkd-io/zkd/internal/third_party/raft-wal/metadb"
+	"github.com/zkd-io/zkd/internal/third_party/raft-wal/metrics"
+	"github.com/zkd-io/zkd/internal/third_party/raft-wal/segment"
+	"github.com/zkd-io/zkd/internal/third_party/raft-wal/types"
 )
 
 // WithCodec is an option that allows a custom Codec to be provided to the WAL.

@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/hashicorp/raft"
+	"github.com/zkd-io/zkd/internal/third_party/raft"
 )
 
 // CopyLogs takes an src and a dst raft.LogStore implementation and copies all

@@ -9,7 +9,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/hashicorp/raft"
+	"github.com/zkd-io/zkd/internal/third_party/raft"
 )
 
 const (

@@ -16,9 +16,9 @@ import (
 	"github.com/benbjohnson/immutable"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/raft"
-	"github.com/hashicorp/raft-wal/metrics"
-	"github.com/hashicorp/raft-wal/types"
+	"github.com/zkd-io/zkd/internal/third_party/raft"
+	"github.com/zkd-io/zkd/internal/third_party/raft-wal/metrics"
+	"github.com/zkd-io/zkd/internal/third_party/raft-wal/types"
 )
 
 var (

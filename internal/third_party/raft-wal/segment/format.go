@@ -10,7 +10,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/hashicorp/raft-wal/types"
+	"github.com/zkd-io/zkd/internal/third_party/raft-wal/types"
 )
 
 const (

@@ -10,7 +10,7 @@ import (
 	"io"
 	"sync"
 
-	"github.com/hashicorp/raft-wal/types"
+	"github.com/zkd-io/zkd/internal/third_party/raft-wal/types"
 )
 
 // Reader allows reading logs from a segment file.
