@@ -854,7 +854,7 @@ func decodeResponse(conn *netConn, resp interface{}, binary bool) (bool, error) 
 
 	// Format an error if any
 	if rpcError != "" {
-		return true, fmt.Errorf(rpcError)
+		return true, errors.New(rpcError) // zkd: go vet (Go 1.24+) refuses a non-constant format
 	}
 	return true, nil
 }

@@ -161,6 +161,12 @@ func (r *Raft) runFollower() {
 	r.logger.Info("entering follower state", "follower", r, "leader-address", leaderAddr, "leader-id", leaderID)
 	metrics.IncrCounter([]string{"raft", "state", "follower"}, 1)
 	heartbeatTimer := randomTimeout(r.config().HeartbeatTimeout)
+	if soleVoter(r.configurations.latest, r.localID) {
+		// zkd: no other node can lead a configuration whose only voter is this one, so waiting
+		// a heartbeat timeout for a leader to make contact only delays the election it must
+		// win: it stands at once.
+		heartbeatTimer = time.After(0)
+	}
 
 	for r.getState() == Follower {
 		r.mainThreadSaturation.sleeping()
