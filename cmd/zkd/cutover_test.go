@@ -305,7 +305,12 @@ func TestImportKeepsKazooAndJavaSessions(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("dataDir=%s\nclientPort=%d\nclientPortAddress=127.0.0.1\nadmin.enableServer=false\n", data, ports[1])), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := startZkd(t, "-config", cfg)
+	p := startZkd(t, "-config", cfg, "-log-level", "info")
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("ZKDLOG:\n%s", p.out.String())
+		}
+	})
 	waitRuok(t, zkdAddr, p)
 	c, _ := sessionOf(t, zkdAddr, 30*time.Second)
 	if _, err := c.Set("/watched", []byte("v1"), -1); err != nil {
