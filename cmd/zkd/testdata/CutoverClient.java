@@ -21,9 +21,19 @@ public class CutoverClient {
     public static void main(String[] args) throws Exception {
         CountDownLatch connected = new CountDownLatch(1);
         AtomicBoolean expired = new AtomicBoolean();
+        // The move drops the connection to ZooKeeper; reconnected counts down once the client is
+        // connected again after that (getState() may still say CONNECTED before it noticed).
+        AtomicBoolean dropped = new AtomicBoolean();
+        CountDownLatch reconnected = new CountDownLatch(1);
         ZooKeeper zk = new ZooKeeper(args[0], 30000, (WatchedEvent e) -> {
+            if (e.getState() == Watcher.Event.KeeperState.Disconnected) {
+                dropped.set(true);
+            }
             if (e.getState() == Watcher.Event.KeeperState.SyncConnected) {
                 connected.countDown();
+                if (dropped.get()) {
+                    reconnected.countDown();
+                }
             }
             if (e.getState() == Watcher.Event.KeeperState.Expired) {
                 expired.set(true);
@@ -44,21 +54,18 @@ public class CutoverClient {
         System.out.println("READY " + Long.toHexString(sid));
         System.out.flush();
         new BufferedReader(new InputStreamReader(System.in)).readLine();
-        System.out.println(check(zk, sid, expired, fired));
+        System.out.println(check(zk, sid, expired, reconnected, fired));
         System.out.flush();
         zk.close();
     }
 
-    static String check(ZooKeeper zk, long sid, AtomicBoolean expired, CountDownLatch fired) throws Exception {
-        long deadline = System.currentTimeMillis() + 60000;
-        while (zk.getState() != ZooKeeper.States.CONNECTED && System.currentTimeMillis() < deadline) {
-            Thread.sleep(20);
-        }
+    static String check(ZooKeeper zk, long sid, AtomicBoolean expired, CountDownLatch reconnected, CountDownLatch fired) throws Exception {
+        boolean again = reconnected.await(60, TimeUnit.SECONDS);
         if (expired.get()) {
             return "FAIL the session expired";
         }
-        if (zk.getState() != ZooKeeper.States.CONNECTED) {
-            return "FAIL not connected: " + zk.getState();
+        if (!again) {
+            return "FAIL not connected again: " + zk.getState();
         }
         if (zk.getSessionId() != sid) {
             return "FAIL a new session " + Long.toHexString(zk.getSessionId());
