@@ -84,9 +84,11 @@ type Server struct {
 		sync.Mutex
 		at time.Time
 	}
-	admin    *http.Server
-	adminLn  net.Listener
+	admin   *http.Server
+	adminLn net.Listener
+	// shutOnce starts shutdown, which closes shutDone once the server stopped, with shutErr.
 	shutOnce sync.Once
+	shutDone chan struct{}
 	shutErr  error
 }
 
@@ -512,35 +514,58 @@ func (s *Server) housekeeping() {
 	}
 }
 
-// Shutdown stops the server gracefully: it stops accepting connections, closes the client
-// connections (their sessions live on and may reconnect elsewhere), waits for the connection
-// goroutines until ctx ends, and stops the consensus node. It is safe to call more than once.
+// Shutdown stops the server: it stops accepting connections, closes the client connections
+// (their sessions live on and may reconnect elsewhere), waits for the connection goroutines and
+// stops the consensus node. It returns once the server has stopped, or with ctx's error as soon
+// as ctx ends, as http.Server.Shutdown does: the stop then goes on, and a later Shutdown or Close
+// waits for it again. It is safe to call more than once, from any goroutine.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.shutOnce.Do(func() {
-		s.mu.Lock()
-		s.mu.closing = true
-		s.mu.Unlock()
-		s.closeListeners()
-		if s.admin != nil {
-			_ = s.admin.Shutdown(ctx)
-		}
-		s.cancel()
-		s.dropClients(closeShutdown, "shutting down")
-		done := make(chan struct{})
-		go func() { s.wg.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-ctx.Done():
-			s.shutErr = ctx.Err()
-		}
-		if err := s.cons.Shutdown(); err != nil && s.shutErr == nil {
-			s.shutErr = err
-		}
-		<-done
-		s.log.Info("server stopped")
+		s.shutDone = make(chan struct{})
+		go s.shutdown()
 	})
-	return s.shutErr
+	select {
+	case <-s.shutDone:
+		return s.shutErr
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
+
+// shutdown is the one stop of the server Shutdown starts; it closes shutDone when it is done.
+func (s *Server) shutdown() {
+	defer close(s.shutDone)
+	s.mu.Lock()
+	s.mu.closing = true
+	s.mu.Unlock()
+	s.closeListeners()
+	if s.admin != nil {
+		// Admin requests are short; one still running after a few seconds is cut off.
+		actx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := s.admin.Shutdown(actx); err != nil {
+			_ = s.admin.Close()
+		}
+		cancel()
+	}
+	s.cancel()
+	s.dropClients(closeShutdown, "shutting down")
+	// Connection goroutines end once their contexts are cancelled; one that still waits on
+	// consensus after the grace period is released by consensus stopping under it.
+	waited := make(chan struct{})
+	go func() { s.wg.Wait(); close(waited) }()
+	select {
+	case <-waited:
+	case <-time.After(shutdownGrace):
+		s.log.Warn("connections still running at shutdown; stopping consensus under them", "after", shutdownGrace)
+	}
+	s.shutErr = s.cons.Shutdown()
+	<-waited
+	s.log.Info("server stopped")
+}
+
+// shutdownGrace is how long shutdown waits for the connection goroutines before it stops
+// consensus anyway.
+const shutdownGrace = 10 * time.Second
 
 // Close stops the server at once. Client connections are always closed without waiting for
 // clients, so Close is Shutdown without a deadline.
