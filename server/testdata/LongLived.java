@@ -42,6 +42,9 @@ public class LongLived {
         final Set<Long> sessions = new HashSet<>();
         long until;
         int connects, disconnects, errors, ops;
+        // stopping is set before close(): the server closes the connection once it answered
+        // closeSession, and the client may report that as Disconnected before Closed.
+        boolean stopping;
 
         Held(String name, String hosts, int timeoutMs, boolean busy, ZKClientConfig cfg) throws Exception {
             this.name = name;
@@ -55,6 +58,9 @@ public class LongLived {
                 return;
             }
             say(name + " state " + e.getState());
+            if (stopping) {
+                return;
+            }
             if (e.getState() == Event.KeeperState.SyncConnected) {
                 connects++;
                 connected.countDown();
@@ -90,6 +96,7 @@ public class LongLived {
                         Thread.sleep(500);
                     }
                 }
+                synchronized (this) { stopping = true; }
                 zk.close();
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
