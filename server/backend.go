@@ -9,11 +9,11 @@ import (
 	"github.com/zkd-io/zkd/znode"
 )
 
-// Consensus is the replicated state a Server serves: *consensus.Node in production, and its
+// backend is the replicated state a Server serves: *consensus.Node in production, and its
 // in-memory twin *consensus.Memory in tests that need no Raft. The server reaches the replicated
 // state only through it; writes go in through Start and come back, on every server, through the
 // apply hook (Server.onApply) before the writer's Pending completes.
-type Consensus interface {
+type backend interface {
 	// View returns the current immutable view of the tree. It is O(1) and safe from any goroutine.
 	View() *znode.View
 	// Start hands a client write to the leader and returns without waiting for it to commit.
@@ -58,8 +58,8 @@ type Consensus interface {
 }
 
 var (
-	_ Consensus = (*consensus.Node)(nil)
-	_ Consensus = (*consensus.Memory)(nil)
+	_ backend = (*consensus.Node)(nil)
+	_ backend = (*consensus.Memory)(nil)
 )
 
 // errSessionGone reports that a session is expired, closed or unknown.

@@ -38,7 +38,7 @@ const (
 	closeOutcomeUnknown                        // a write's outcome could not be learnt
 	closeNotServing                            // the server cannot reach a quorum
 	closeStateRestored                         // the server replaced its tree with a snapshot
-	closeDropped                               // DropClients
+	closeDropped                               // zkdtest.DropClients
 	closeShutdown                              // the server is shutting down
 	closeInternalError                         // handling a request panicked
 	numCloseReasons

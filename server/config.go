@@ -182,11 +182,6 @@ type Config struct {
 	// its ID, Dir, Peers, listener, TLS (from PeerTLS), logger, TickTime and callbacks; every
 	// other zero value means that package's default.
 	Consensus consensus.Config
-	// WithoutRaft runs the server on consensus.Memory, the in-memory twin of the consensus node:
-	// the same entries, apply path and session rules with no Raft, no peers and no disk, each
-	// write applied as it is started. It is for tests, which it makes fast and free of Raft's
-	// timing. Dir, Peers and Join must be unset. False means a consensus.Node, as always.
-	WithoutRaft bool
 }
 
 // DefaultFourLetterWords returns the four-letter words enabled when Config.FourLetterWords is
@@ -296,9 +291,6 @@ func (c Config) Validate() error {
 			// ZooKeeper refuses to start the same way: the scheme has no provider.
 			return fmt.Errorf("server: config: enforced authentication scheme %q is not available", s)
 		}
-	}
-	if c.WithoutRaft && (c.Dir != "" || len(c.Peers) > 0 || c.Join || c.PeerTLS != nil) {
-		return errors.New("server: config: WithoutRaft takes no Dir, Peers, Join or PeerTLS")
 	}
 	if c.PeerTLS != nil {
 		if err := c.PeerTLS.Validate(); err != nil {

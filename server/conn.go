@@ -51,7 +51,7 @@ type conn struct {
 	// touches writeSeq.
 	attach   uint64
 	writeSeq uint64
-	touched  [1]int64 // the reader's argument to Consensus.Touch
+	touched  [1]int64 // the reader's argument to backend.Touch
 	// touchedAt is when the reader last touched the session (the arrival of that request).
 	touchedAt time.Time
 	// eventZxid is the zxid of the newest watch event queued on the connection: its reads wait

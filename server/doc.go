@@ -26,7 +26,7 @@
 // Operations surface: four-letter words on the client port (Config.FourLetterWords), and an
 // optional admin HTTP server (Config.AdminAddr) with Prometheus /metrics, /ready and
 // /commands/<name> JSON like ZooKeeper's AdminServer. mntr and /metrics are two views of the
-// same measurements (metrics.go): the server's own and consensus' (Consensus.Metrics), served
+// same measurements (metrics.go): the server's own and consensus' (backend.Metrics), served
 // from a registry of this server's (Server.Gatherer), never a global one.
 //
 // Lock order: Server.mu, then watchManager.mu, then outQueue.mu. The apply hook takes only

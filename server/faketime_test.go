@@ -11,6 +11,7 @@ import (
 	"github.com/zkd-io/zkd/conformance"
 	"github.com/zkd-io/zkd/jute"
 	"github.com/zkd-io/zkd/server"
+	"github.com/zkd-io/zkd/server/zkdtest"
 )
 
 // pipeListener hands out net.Pipe connections: inside a testing/synctest bubble, a server on it
@@ -67,11 +68,12 @@ func startFake(t *testing.T, tweak func(*server.Config)) *pipeListener {
 func startFakeServer(t *testing.T, tweak func(*server.Config)) (*pipeListener, *server.Server) {
 	t.Helper()
 	ln := newPipeListener()
-	cfg := server.Config{Listener: ln, WithoutRaft: true, TickTime: 2 * time.Second, MaxSessionTimeout: time.Minute}
-	if tweak != nil {
-		tweak(&cfg)
-	}
-	s, err := server.Start(cfg)
+	s, err := zkdtest.StartServer(zkdtest.WithoutRaft(), zkdtest.WithConfig(func(c *server.Config) {
+		*c = server.Config{Listener: ln, TickTime: 2 * time.Second, MaxSessionTimeout: time.Minute}
+		if tweak != nil {
+			tweak(c)
+		}
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 )
 
 // serverMetrics are the measurements the server makes itself, in the connection code and the
-// request pipeline; consensus makes its own (Consensus.Metrics). mntr and /metrics are two views
+// request pipeline; consensus makes its own (backend.Metrics). mntr and /metrics are two views
 // of both sets: neither keeps a figure of its own.
 type serverMetrics struct {
 	set metric.Set

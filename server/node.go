@@ -7,8 +7,8 @@ import (
 	"github.com/zkd-io/zkd/consensus"
 )
 
-// openMemory starts the in-memory twin of the consensus node for s (Config.WithoutRaft).
-func openMemory(s *Server) (Consensus, error) {
+// openMemory starts the in-memory twin of the consensus node for s (hook.StartWithoutRaft).
+func openMemory(s *Server) (backend, error) {
 	return consensus.NewMemory(consensus.MemoryConfig{
 		TickTime: s.cfg.TickTime, Logger: s.log,
 		OnApply: s.onApply, OnRestore: s.onRestore, OnServing: s.servingChanged,
@@ -17,7 +17,7 @@ func openMemory(s *Server) (Consensus, error) {
 
 // openConsensus starts the consensus node for s (a standalone server is a one-voter cluster),
 // wired to the server's apply, restore and serving hooks.
-func openConsensus(s *Server) (Consensus, error) {
+func openConsensus(s *Server) (backend, error) {
 	cfg := s.cfg
 	cc := cfg.Consensus
 	cc.ID = strconv.FormatInt(cfg.ServerID, 10)

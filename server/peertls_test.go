@@ -73,8 +73,8 @@ func TestClusterPeerTLSFailover(t *testing.T) {
 
 func TestConfigPeerTLSValidate(t *testing.T) {
 	pt := peerTLS(t)
-	if err := (server.Config{WithoutRaft: true, PeerTLS: pt}).Validate(); err == nil {
-		t.Error("WithoutRaft with PeerTLS was accepted")
+	if _, err := zkdtest.StartServer(zkdtest.WithoutRaft(), zkdtest.WithConfig(func(c *server.Config) { c.PeerTLS = pt })); err == nil {
+		t.Error("a server without Raft accepted PeerTLS")
 	}
 	broken := *pt
 	broken.Server = pt.Server.Clone()

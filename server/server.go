@@ -26,7 +26,7 @@ type Server struct {
 	cfg Config
 	log *slog.Logger
 	// cons is the replicated state: a consensus.Node, or its in-memory twin in tests.
-	cons Consensus
+	cons backend
 
 	ln       net.Listener // the plain client listener; nil with NoPlainListener
 	secureLn net.Listener // the TLS-only client listener; nil without one
@@ -99,15 +99,11 @@ func Start(cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg = cfg.withDefaults()
-	if cfg.WithoutRaft {
-		return start(cfg, openMemory)
-	}
-	return start(cfg, openConsensus)
+	return start(cfg.withDefaults(), openConsensus)
 }
 
 // start runs a server on the consensus that open returns for it (tests open a consensus.Memory).
-func start(cfg Config, open func(*Server) (Consensus, error)) (*Server, error) {
+func start(cfg Config, open func(*Server) (backend, error)) (*Server, error) {
 	s := newServer(cfg)
 	c, err := open(s)
 	if err != nil {
@@ -142,7 +138,7 @@ func newServer(cfg Config) *Server {
 }
 
 // run binds the listeners and starts the server's goroutines on top of c.
-func (s *Server) run(c Consensus) error {
+func (s *Server) run(c backend) error {
 	s.cons = c
 	stop := c.Shutdown
 	v := c.View()
@@ -590,7 +586,3 @@ func (s *Server) WaitServing(ctx context.Context) error {
 	}
 	return nil
 }
-
-// DropClients closes every client connection; the sessions live on, so clients reconnect
-// (here or elsewhere) and re-register their watches. Tests use it to force a reconnect.
-func (s *Server) DropClients() { s.dropClients(closeDropped, "requested") }

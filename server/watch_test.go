@@ -190,7 +190,7 @@ func TestWatchSurvivesReconnect(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Cut every connection: the client reconnects with the same session and sends setWatches.
-	s.DropClients()
+	zkdtest.DropClients(s)
 	w, _ := connect(t, s.Addr())
 	if _, err := w.Set("/rw", []byte("new"), -1); err != nil {
 		t.Fatal(err)

@@ -80,7 +80,8 @@ func TestLayering(t *testing.T) {
 		},
 			"consensus must not know about the client-facing server"},
 		{"server", func(p string) bool {
-			return !strings.HasPrefix(p, module+"/cmd") && !strings.Contains(p, "hashicorp/raft")
+			return !strings.HasPrefix(p, module+"/cmd") && !strings.Contains(p, "hashicorp/raft") &&
+				!strings.HasPrefix(p, module+"/internal/third_party/")
 		},
 			"server talks to consensus, never to Raft directly"},
 		{"sasl", func(p string) bool { return !strings.HasPrefix(p, module+"/") },

@@ -15,25 +15,34 @@ import (
 	"time"
 
 	"github.com/zkd-io/zkd/server"
+	"github.com/zkd-io/zkd/server/internal/hook"
 )
 
-// Option adjusts the server configuration before the server starts.
-type Option func(*server.Config)
+// settings are what the options set: the server's configuration, and how it runs.
+type settings struct {
+	cfg         server.Config
+	withoutRaft bool
+}
+
+// Option adjusts how the server is configured or run before it starts.
+type Option func(*settings)
 
 // WithConfig applies fn to the configuration.
-func WithConfig(fn func(*server.Config)) Option { return Option(fn) }
+func WithConfig(fn func(*server.Config)) Option { return func(s *settings) { fn(&s.cfg) } }
 
 // WithDir makes the server durable in dir instead of in memory.
-func WithDir(dir string) Option { return func(c *server.Config) { c.Dir = dir } }
+func WithDir(dir string) Option { return func(s *settings) { s.cfg.Dir = dir } }
 
-// WithoutRaft runs the server on the in-memory twin of the consensus node (server.Config
-// WithoutRaft): no Raft, so it starts at once and its writes apply as they arrive. For tests of
-// client-facing behaviour that do not need replication or durability.
-func WithoutRaft() Option { return func(c *server.Config) { c.WithoutRaft = true } }
+// WithoutRaft runs a server of Start or StartServer on consensus.Memory, the in-memory twin of
+// the consensus node: the same entries, apply path and session rules with no Raft, no peers and
+// no disk, so it starts at once and its writes apply as they arrive. For tests of client-facing
+// behaviour that need no replication or durability; it takes no WithDir. Config and
+// StartCluster do not use it.
+func WithoutRaft() Option { return func(s *settings) { s.withoutRaft = true } }
 
 // WithLogs sends the server's logs to the test's output.
 func WithLogs(t testing.TB) Option {
-	return func(c *server.Config) { c.Logger = slog.New(slog.NewTextHandler(t.Output(), nil)) }
+	return func(s *settings) { s.cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), nil)) }
 }
 
 // Config returns the configuration Start and StartCluster use, with opts applied, for code that
@@ -41,10 +50,10 @@ func WithLogs(t testing.TB) Option {
 // enabled, no per-IP connection limit, tickTime 200ms so sessions expire quickly (timeouts 400ms
 // to 30s), and a Raft heartbeat timeout loose enough for -race on a busy machine.
 func Config(opts ...Option) server.Config {
-	return config(opts)
+	return build(opts).cfg
 }
 
-func config(opts []Option) server.Config {
+func build(opts []Option) settings {
 	cfg := server.Config{
 		TickTime:             200 * time.Millisecond,
 		MaxSessionTimeout:    30 * time.Second,
@@ -53,18 +62,37 @@ func config(opts []Option) server.Config {
 		MaxClientConns:       -1, // tests open many connections from 127.0.0.1
 	}
 	cfg.Consensus.HeartbeatTimeout = 500 * time.Millisecond
+	st := settings{cfg: cfg}
 	for _, o := range opts {
-		o(&cfg)
+		o(&st)
 	}
-	return cfg
+	return st
 }
+
+// StartServer starts a server as Start does, WithoutRaft included, without a testing.TB (for a
+// TestMain or a harness): the caller waits for it to serve and stops it.
+func StartServer(opts ...Option) (*server.Server, error) {
+	st := build(opts)
+	if !st.withoutRaft {
+		return server.Start(st.cfg)
+	}
+	s, err := hook.StartWithoutRaft(st.cfg)
+	if err != nil {
+		return nil, err
+	}
+	return s.(*server.Server), nil
+}
+
+// DropClients closes every client connection of s; their sessions live on, so the clients
+// reconnect (to s or another server) and set their watches again. For tests of reconnection.
+func DropClients(s *server.Server) { hook.DropClients(s) }
 
 // Start starts a standalone in-memory server on 127.0.0.1:0, waits until it serves, and stops it
 // when the test ends. The defaults suit tests: tickTime 200ms (so min/max session timeouts are
 // 400ms and 30s), every four-letter word, TTL nodes enabled.
 func Start(t testing.TB, opts ...Option) *server.Server {
 	t.Helper()
-	s, err := server.Start(config(opts))
+	s, err := StartServer(opts...)
 	if err != nil {
 		t.Fatalf("zkdtest: start server: %v", err)
 	}
@@ -87,7 +115,7 @@ func Start(t testing.TB, opts ...Option) *server.Server {
 // serves, and stops it when the test ends.
 func StartCluster(t testing.TB, n int, opts ...Option) *server.Cluster {
 	t.Helper()
-	cl, err := server.StartCluster(config(opts), n)
+	cl, err := server.StartCluster(build(opts).cfg, n)
 	if err != nil {
 		t.Fatalf("zkdtest: start cluster: %v", err)
 	}
