@@ -5,11 +5,13 @@
 // performs the handshake and then admits requests in arrival order (handling auth on arrival and
 // handing writes to consensus at once, so one connection can have many writes in flight); an
 // executor, which completes the admitted requests in the same order (waiting for each write's
-// result, executing reads only after every earlier write was applied here); and a writer, the
-// only goroutine that writes to the socket. A write is started only after the reads admitted
-// before it have executed, so a read never sees a later write of its own session. Replies, ping
-// replies and watch notifications are encoded into one ordered per-connection buffer that the
-// writer flushes in one write per burst. So replies leave in request order, a session's reads
+// result, executing reads only after every earlier write was applied here); and a writer. A
+// write is started only after the reads admitted before it have executed, so a read never sees a
+// later write of its own session. Replies, ping replies and watch notifications are encoded into
+// one ordered per-connection buffer; whoever takes it writes it in one write, one goroutine at a
+// time: the writer, or the goroutine that answered a request when nothing else was queued (a
+// non-blocking write; what the socket does not take goes back to the writer). Every connection
+// ends with one logged and counted reason (closereason.go). So replies leave in request order, a session's reads
 // never overtake its writes, and a notification for a change is queued before any reply that
 // reflects it: writes complete only once this server applied them, and the consensus apply hook
 // queues watch events before it publishes the view reads are served from.
