@@ -20,15 +20,25 @@ const (
 	cliMt = "/usr/lib/zookeeper/bin/cli_mt"
 )
 
-// kazooPython finds a python3 that can import kazoo.
+// kazooPython finds a python3 that can import kazoo, or skips the test.
 func kazooPython(t *testing.T) string {
 	t.Helper()
+	py := kazooPythonPath()
+	if py == "" {
+		t.Skip(noKazoo)
+	}
+	return py
+}
+
+const noKazoo = "kazoo is not installed (Debian package python3-kazoo)"
+
+// kazooPythonPath returns a python3 that can import kazoo, or "" when there is none.
+func kazooPythonPath() string {
 	for _, py := range []string{"/usr/bin/python3", "python3"} {
 		if err := exec.Command(py, "-c", "import kazoo").Run(); err == nil {
 			return py
 		}
 	}
-	t.Skip("kazoo is not installed (Debian package python3-kazoo)")
 	return ""
 }
 

@@ -145,15 +145,9 @@ func holdWith(ctx context.Context, client string, tg heldTarget, maxTimeout, d t
 	case "go-zookeeper":
 		return holdGoZookeeper(tg, maxTimeout, d, h), "", nil
 	case "kazoo":
-		py := ""
-		for _, p := range []string{"/usr/bin/python3", "python3"} {
-			if exec.Command(p, "-c", "import kazoo").Run() == nil {
-				py = p
-				break
-			}
-		}
+		py := kazooPythonPath()
 		if py == "" {
-			return nil, "kazoo is not installed (Debian package python3-kazoo)", nil
+			return nil, noKazoo, nil
 		}
 		args := []string{filepath.Join("testdata", "long_lived.py"), strings.Join(tg.plain, ","), secs(d), timeout}
 		if h != nil && len(tg.tls) > 0 {
