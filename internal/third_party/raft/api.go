@@ -826,6 +826,11 @@ func (r *Raft) Apply(cmd []byte, timeout time.Duration) ApplyFuture {
 func (r *Raft) ApplyLog(log Log, timeout time.Duration) ApplyFuture {
 	metrics.IncrCounter([]string{"raft", "apply"}, 1)
 
+	var timer <-chan time.Time
+	if timeout > 0 {
+		timer = time.After(timeout)
+	}
+
 	// Create a log future, no index or term yet
 	logFuture := &logFuture{
 		log: Log{
@@ -835,21 +840,6 @@ func (r *Raft) ApplyLog(log Log, timeout time.Duration) ApplyFuture {
 		},
 	}
 	logFuture.init()
-
-	// zkd: with BatchApplyCh the channel nearly always has room; only make the timer (an
-	// allocation and a timer on every write) when it has none.
-	select {
-	case <-r.shutdownCh:
-		return errorFuture{ErrRaftShutdown}
-	case r.applyCh <- logFuture:
-		return logFuture
-	default:
-	}
-
-	var timer <-chan time.Time
-	if timeout > 0 {
-		timer = time.After(timeout)
-	}
 
 	select {
 	case <-timer:
