@@ -156,7 +156,7 @@ func runSuite(m *testing.M) int {
 			goleak.IgnoreTopFunction("github.com/go-zookeeper/zk.(*Conn).loop"),
 			goleak.IgnoreTopFunction("github.com/go-zookeeper/zk.(*Conn).sendLoop"),
 			goleak.IgnoreTopFunction("github.com/go-zookeeper/zk.(*Conn).recvLoop"),
-			goleak.IgnoreTopFunction("github.com/hashicorp/raft.(*deferError).Error"),
+			goleak.IgnoreTopFunction("github.com/zkd-io/zkd/internal/third_party/raft.(*deferError).Error"),
 		); err != nil {
 			fmt.Fprintln(os.Stderr, "conformance: leaked goroutines:", err)
 			return 1

@@ -10,5 +10,5 @@ import (
 // goroutine parked on a hashicorp/raft future that a shut-down raft never answers (see
 // Node.waitFuture).
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/hashicorp/raft.(*deferError).Error"))
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/zkd-io/zkd/internal/third_party/raft.(*deferError).Error"))
 }

@@ -16,6 +16,6 @@ func TestMain(m *testing.M) {
 		// A hashicorp/raft future still queued when raft shuts down is never answered; the
 		// goroutine consensus parks on it (Node.waitFuture) outlives the node. The consensus
 		// package's TestMain makes the same exception.
-		goleak.IgnoreTopFunction("github.com/hashicorp/raft.(*deferError).Error"),
+		goleak.IgnoreTopFunction("github.com/zkd-io/zkd/internal/third_party/raft.(*deferError).Error"),
 	)
 }
