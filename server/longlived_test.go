@@ -247,6 +247,7 @@ func holdGoSession(name string, hosts []string, timeout time.Duration, until tim
 	ids := map[int64]bool{}
 	var mu sync.Mutex
 	stopping := false
+	established := make(chan struct{}) // closed at the first session
 	watched := make(chan struct{})
 	go func() {
 		defer close(watched)
@@ -260,6 +261,9 @@ func holdGoSession(name string, hosts []string, timeout time.Duration, until tim
 			case stopping:
 				// Close ends the session and the connection.
 			case ev.State == zk.StateHasSession:
+				if hs.connects == 0 {
+					close(established)
+				}
 				hs.connects++
 				ids[c.SessionID()] = true
 			case hs.connects == 0:
@@ -273,6 +277,13 @@ func holdGoSession(name string, hosts []string, timeout time.Duration, until tim
 	}()
 	busy := strings.HasPrefix(name, "busy")
 	path := fmt.Sprintf("/long-lived-go-%d-%s-%d", os.Getpid(), name, time.Now().UnixNano())
+	// Operations start once the session is established: a first connection attempt may fail
+	// (go-zookeeper gives up on a server after 1 s, which a cold JVM's TLS handshake can take)
+	// and fail what was queued, on ZooKeeper as on zkd; that is not a long-lived connection's drop.
+	select {
+	case <-established:
+	case <-time.After(time.Until(until)):
+	}
 	for time.Now().Before(until) {
 		if !busy {
 			time.Sleep(min(500*time.Millisecond, time.Until(until)))
