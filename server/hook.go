@@ -3,22 +3,26 @@ package server
 import (
 	"errors"
 
-	"github.com/zkd-io/zkd/server/internal/hook"
+	"github.com/zkd-io/zkd/internal/metric"
+
+	"github.com/zkd-io/zkd/internal/serverhook"
 )
 
-// The test switches server/zkdtest reaches through server/internal/hook.
+// What server/zkdtest and the zkd binary reach through internal/serverhook.
 func init() {
-	hook.StartWithoutRaft = func(cfg any) (any, error) {
+	serverhook.StartWithoutRaft = func(cfg any) (any, error) {
 		s, err := startWithoutRaft(cfg.(Config))
 		if err != nil {
 			return nil, err
 		}
 		return s, nil
 	}
-	hook.DropClients = func(srv any) { srv.(*Server).dropClients(closeDropped, "requested") }
+	serverhook.DropClients = func(srv any) { srv.(*Server).dropClients(closeDropped, "requested") }
+	serverhook.Packets = func(srv any) uint64 { return srv.(*Server).packets() }
+	serverhook.Latencies = func(srv any) metric.Snapshot { return srv.(*Server).latencies() }
 }
 
-// startWithoutRaft starts a server on consensus.Memory (hook.StartWithoutRaft).
+// startWithoutRaft starts a server on consensus.Memory (serverhook.StartWithoutRaft).
 func startWithoutRaft(cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err

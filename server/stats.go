@@ -99,15 +99,15 @@ func (s *Server) Stats() Stats {
 	return st
 }
 
-// Packets returns the client packets the server has received and sent since it started
+// packets returns the client packets the server has received and sent since it started
 // (requests, replies and watch notifications); unlike the statistics, srst does not reset it.
-func (s *Server) Packets() uint64 {
+func (s *Server) packets() uint64 {
 	return uint64(s.m.packetsReceived.Total() + s.m.packetsSent.Total())
 }
 
-// Latencies returns the running totals of every request's latency since the server started,
+// latencies returns the running totals of every request's latency since the server started,
 // reads and writes together (srst does not reset them); metric.Snapshot.Since gives a window.
-func (s *Server) Latencies() metric.Snapshot {
+func (s *Server) latencies() metric.Snapshot {
 	return metric.Merge(s.m.read.Total(), s.m.update.Total())
 }
 

@@ -31,7 +31,9 @@ import (
 	"github.com/zkd-io/zkd/consensus"
 	"github.com/zkd-io/zkd/internal/gcpace"
 	"github.com/zkd-io/zkd/internal/memtrim"
+	"github.com/zkd-io/zkd/internal/metric"
 	"github.com/zkd-io/zkd/internal/procpace"
+	"github.com/zkd-io/zkd/internal/serverhook"
 	"github.com/zkd-io/zkd/server"
 )
 
@@ -55,7 +57,12 @@ func main() {
 			procpace.Run(ctx, procpace.Defaults(), load)
 		}()
 		stopPace = func() { cancel(); <-done }
-		started = func(srv *server.Server) { load <- procpace.Load{Work: srv.Packets, Latency: srv.Latencies} }
+		started = func(srv *server.Server) {
+			load <- procpace.Load{
+				Work:    func() uint64 { return serverhook.Packets(srv) },
+				Latency: func() metric.Snapshot { return serverhook.Latencies(srv) },
+			}
+		}
 	}
 	code := runWith(os.Args[1:], os.Stdout, os.Stderr, started)
 	stopPace()

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/zkd-io/zkd/server"
-	"github.com/zkd-io/zkd/server/internal/hook"
+	"github.com/zkd-io/zkd/internal/serverhook"
 )
 
 // settings are what the options set: the server's configuration, and how it runs.
@@ -76,7 +76,7 @@ func StartServer(opts ...Option) (*server.Server, error) {
 	if !st.withoutRaft {
 		return server.Start(st.cfg)
 	}
-	s, err := hook.StartWithoutRaft(st.cfg)
+	s, err := serverhook.StartWithoutRaft(st.cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +85,7 @@ func StartServer(opts ...Option) (*server.Server, error) {
 
 // DropClients closes every client connection of s; their sessions live on, so the clients
 // reconnect (to s or another server) and set their watches again. For tests of reconnection.
-func DropClients(s *server.Server) { hook.DropClients(s) }
+func DropClients(s *server.Server) { serverhook.DropClients(s) }
 
 // Start starts a standalone in-memory server on 127.0.0.1:0, waits until it serves, and stops it
 // when the test ends. The defaults suit tests: tickTime 200ms (so min/max session timeouts are

@@ -808,15 +808,20 @@ RESP:
 		if rpcType == rpcAppendEntriesBin {
 			return writeAppendEntriesRespBin(w, respErr, ar)
 		}
+		out := resp.Response
 		if ar != nil && rpcType == rpcAppendEntries {
-			ar.BinaryAppendEntries = true // offer the binary encoding to the sender
+			// Offer the binary encoding to the sender, on a copy: the response belongs to the
+			// consumer that sent it, which may still read it.
+			offer := *ar
+			offer.BinaryAppendEntries = true
+			out = &offer
 		}
 		if err := enc.Encode(respErr); err != nil {
 			return err
 		}
 
 		// Send the response
-		if err := enc.Encode(resp.Response); err != nil {
+		if err := enc.Encode(out); err != nil {
 			return err
 		}
 	case <-n.shutdownCh:
