@@ -133,9 +133,9 @@
 // whichever is larger: a snapshot rewrites the whole tree, and with large values a small fixed
 // size spent a fifth of the CPU on it), whichever comes first, from an O(1) znode.View and
 // written in the background while applies continue.
-// hashicorp/raft is the fork in internal/third_party/raft (v1.7.3 with the leader's append overlapping
-// replication: see its ZKD.md and docs/architecture.md); the logs Raft is given pass its
-// StagingLogStore calls to the log cache (relayedLogs, timedLogs).
+// hashicorp/raft is the fork in internal/third_party/raft (v1.7.3 with the changes its ZKD.md
+// lists: a byte-bounded log cache, in-process delivery for the commit relay, and the sole
+// voter's immediate election).
 // It is based on v1.7.3 because v1.8.0 does not build with raft-boltdb/v2 v2.3.1
 // (raft 1.8 needs go-metrics v0.7, which dropped the compat package raft-boltdb imports); 1.8's
 // only addition, restoring committed logs at start, needs a log store raft-boltdb does not provide.
@@ -164,8 +164,8 @@
 // futex wake-ups are 13-20% of each server's CPU, the fsync 17-25%. The lock workload hands a lock
 // on with two writes one after the other and costs close to two such writes per lock. At 32
 // clients, raft's msgpack encoding and decoding of AppendEntries and their answers was 8-9% of each
-// server's CPU; between nodes that offer it, AppendEntries now travel in a binary encoding
-// instead (internal/third_party/raft/ZKD.md), which older nodes never receive.
+// server's CPU in profiles (a binary encoding for them did not pay in an A/B:
+// docs/performance.md).
 //
 // What the same machine allows a 3-node write: zkbench's replicated floor
 // (cmd/zkbench/floorrepl.go; node 1 logs each batch, sends it to the other two and answers once

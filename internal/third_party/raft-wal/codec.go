@@ -4,7 +4,6 @@
 package wal
 
 import (
-	"bytes"
 	"encoding/binary"
 	"io"
 	"time"
@@ -165,41 +164,4 @@ func (d *decoder) time() time.Time {
 	// already.
 	d.err = t.UnmarshalBinary(d.buf)
 	return t
-}
-
-// maxBinaryV1Overhead is the most appendBinaryV1 adds to an entry's data and extensions (zkd):
-// five uvarints and time.Time's binary form.
-const maxBinaryV1Overhead = 5*binary.MaxVarintLen64 + 16
-
-// appendBinaryV1 appends l in BinaryCodec's format to buf (zkd): the same bytes Encode writes,
-// without Encode's per-field writes through an interface, which allocate.
-func appendBinaryV1(buf []byte, l *raft.Log) ([]byte, error) {
-	buf = appendBinaryV1Head(buf, l)
-	buf = append(buf, l.Data...)
-	return appendBinaryV1Tail(buf, l)
-}
-
-// appendBinaryV1Head and appendBinaryV1Tail append what appendBinaryV1 writes before and after
-// l.Data (zkd): the WAL passes the data itself to the segment writer without copying it.
-func appendBinaryV1Head(buf []byte, l *raft.Log) []byte {
-	buf = binary.AppendUvarint(buf, l.Index)
-	buf = binary.AppendUvarint(buf, l.Term)
-	buf = binary.AppendUvarint(buf, uint64(l.Type))
-	return binary.AppendUvarint(buf, uint64(len(l.Data)))
-}
-
-func appendBinaryV1Tail(buf []byte, l *raft.Log) ([]byte, error) {
-	buf = binary.AppendUvarint(buf, uint64(len(l.Extensions)))
-	buf = append(buf, l.Extensions...)
-	return l.AppendedAt.AppendBinary(buf)
-}
-
-// appendEncoded appends l, encoded by the WAL's codec, to buf (zkd).
-func appendEncoded(c Codec, buf []byte, l *raft.Log) ([]byte, error) {
-	if _, ok := c.(*BinaryCodec); ok {
-		return appendBinaryV1(buf, l)
-	}
-	b := bytes.NewBuffer(buf)
-	err := c.Encode(l, b)
-	return b.Bytes(), err
 }

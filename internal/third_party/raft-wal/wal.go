@@ -4,6 +4,7 @@
 package wal
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -408,48 +409,24 @@ func (w *WAL) StoreLogs(logs []*raft.Log) error {
 		s = s2
 	}
 
-	// Encode logs (zkd: into one slice per batch, sized for the whole batch; upstream grew a
-	// bytes.Buffer per entry, three allocations for a small one). With BinaryCodec the slice holds
-	// only what the format adds around each entry's data: the data itself goes to the segment
-	// writer as the entry's Body and is copied once, into its buffer.
-	_, split := w.codec.(*BinaryCodec)
-	size := 0
-	for _, l := range logs {
-		size += len(l.Extensions) + maxBinaryV1Overhead
-		if !split {
-			size += len(l.Data)
-		}
-	}
-	all := make([]byte, 0, size)
-	encoded := make([]types.LogEntry, len(logs))
+	// Encode logs
 	nBytes := uint64(0)
+	encoded := make([]types.LogEntry, len(logs))
 	for i, l := range logs {
 		if lastIdx > 0 && l.Index != (lastIdx+1) {
 			return fmt.Errorf("non-monotonic log entries: tried to append index %d after %d", logs[0].Index, lastIdx)
 		}
-		e := &encoded[i]
-		e.Index = l.Index
-		start := len(all)
-		if split {
-			all = appendBinaryV1Head(all, l)
-			e.Data = all[start:len(all):len(all)]
-			e.Body = l.Data
-			start = len(all)
-			var err error
-			if all, err = appendBinaryV1Tail(all, l); err != nil {
-				return err
-			}
-			e.Tail = all[start:len(all):len(all)]
-		} else {
-			var err error
-			if all, err = appendEncoded(w.codec, all, l); err != nil {
-				return err
-			}
-			// If a codec outgrew the estimate, the earlier entries stay in the old array.
-			e.Data = all[start:len(all):len(all)]
+		// Need a new buffer each time because Data is just a slice so if we re-use
+		// buffer then all end up pointing to the same underlying data which
+		// contains only the final log value!
+		var buf bytes.Buffer
+		if err := w.codec.Encode(l, &buf); err != nil {
+			return err
 		}
-		nBytes += uint64(e.Len())
+		encoded[i].Data = buf.Bytes()
+		encoded[i].Index = l.Index
 		lastIdx = l.Index
+		nBytes += uint64(len(encoded[i].Data))
 	}
 	if err := s.tail.Append(encoded); err != nil {
 		return err

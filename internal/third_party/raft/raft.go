@@ -789,7 +789,67 @@ func (r *Raft) leaderLoop() {
 			go r.leadershipTransfer(*id, *address, state, stopCh, doneCh)
 
 		case <-r.leaderState.commitCh:
-			r.leaderCommit(&stepDown)
+			r.mainThreadSaturation.working()
+			// Process the newly committed entries
+			oldCommitIndex := r.getCommitIndex()
+			commitIndex := r.leaderState.commitment.getCommitIndex()
+			r.setCommitIndex(commitIndex)
+
+			// New configuration has been committed, set it as the committed
+			// value.
+			if r.configurations.latestIndex > oldCommitIndex &&
+				r.configurations.latestIndex <= commitIndex {
+				r.setCommittedConfiguration(r.configurations.latest, r.configurations.latestIndex)
+				if !hasVote(r.configurations.committed, r.localID) {
+					stepDown = true
+				}
+			}
+
+			start := time.Now()
+			var groupReady []*list.Element
+			groupFutures := make(map[uint64]*logFuture)
+			var lastIdxInGroup uint64
+
+			// Pull all inflight logs that are committed off the queue.
+			for e := r.leaderState.inflight.Front(); e != nil; e = e.Next() {
+				commitLog := e.Value.(*logFuture)
+				idx := commitLog.log.Index
+				if idx > commitIndex {
+					// Don't go past the committed index
+					break
+				}
+
+				// Measure the commit time
+				metrics.MeasureSince([]string{"raft", "commitTime"}, commitLog.dispatch)
+				groupReady = append(groupReady, e)
+				groupFutures[idx] = commitLog
+				lastIdxInGroup = idx
+			}
+
+			// Process the group
+			if len(groupReady) != 0 {
+				r.processLogs(lastIdxInGroup, groupFutures)
+
+				for _, e := range groupReady {
+					r.leaderState.inflight.Remove(e)
+				}
+			}
+
+			// Measure the time to enqueue batch of logs for FSM to apply
+			metrics.MeasureSince([]string{"raft", "fsm", "enqueue"}, start)
+
+			// Count the number of logs enqueued
+			metrics.SetGauge([]string{"raft", "commitNumLogs"}, float32(len(groupReady)))
+
+			if stepDown {
+				if r.config().ShutdownOnRemove {
+					r.logger.Info("removed ourself, shutting down")
+					r.Shutdown()
+				} else {
+					r.logger.Info("removed ourself, transitioning to follower")
+					r.setState(Follower)
+				}
+			}
 
 		case v := <-r.verifyCh:
 			r.mainThreadSaturation.working()
@@ -850,16 +910,6 @@ func (r *Raft) leaderLoop() {
 
 		case newLog := <-r.applyCh:
 			r.mainThreadSaturation.working()
-			// zkd change: hand entries that committed to the FSM before this batch is stored.
-			// select picks at random among ready cases, and while the leader stores a batch
-			// (an fsync) new applies arrive and the previous batch commits, so half the time
-			// upstream's loop stored the next batch first and the committed one waited a whole
-			// extra fsync to be applied and answered.
-			select {
-			case <-r.leaderState.commitCh:
-				r.leaderCommit(&stepDown)
-			default:
-			}
 			if r.getLeadershipTransferInProgress() {
 				r.logger.Debug(ErrLeadershipTransferInProgress.Error())
 				newLog.respond(ErrLeadershipTransferInProgress)
@@ -939,73 +989,6 @@ func (r *Raft) verifyLeader(v *verifyFuture) {
 		repl.notify[v] = struct{}{}
 		repl.notifyLock.Unlock()
 		asyncNotifyCh(repl.notifyCh)
-	}
-}
-
-// leaderCommit hands the entries that committed since the last call to the FSM, and steps down
-// if the committed configuration no longer has this server as a voter (sets *stepDown). It is
-// the leader loop's handling of commitCh.
-func (r *Raft) leaderCommit(stepDown *bool) {
-	r.mainThreadSaturation.working()
-	// Process the newly committed entries
-	oldCommitIndex := r.getCommitIndex()
-	commitIndex := r.leaderState.commitment.getCommitIndex()
-	r.setCommitIndex(commitIndex)
-
-	// New configuration has been committed, set it as the committed
-	// value.
-	if r.configurations.latestIndex > oldCommitIndex &&
-		r.configurations.latestIndex <= commitIndex {
-		r.setCommittedConfiguration(r.configurations.latest, r.configurations.latestIndex)
-		if !hasVote(r.configurations.committed, r.localID) {
-			*stepDown = true
-		}
-	}
-
-	start := time.Now()
-	var groupReady []*list.Element
-	groupFutures := make(map[uint64]*logFuture)
-	var lastIdxInGroup uint64
-
-	// Pull all inflight logs that are committed off the queue.
-	for e := r.leaderState.inflight.Front(); e != nil; e = e.Next() {
-		commitLog := e.Value.(*logFuture)
-		idx := commitLog.log.Index
-		if idx > commitIndex {
-			// Don't go past the committed index
-			break
-		}
-
-		// Measure the commit time
-		metrics.MeasureSince([]string{"raft", "commitTime"}, commitLog.dispatch)
-		groupReady = append(groupReady, e)
-		groupFutures[idx] = commitLog
-		lastIdxInGroup = idx
-	}
-
-	// Process the group
-	if len(groupReady) != 0 {
-		r.processLogs(lastIdxInGroup, groupFutures)
-
-		for _, e := range groupReady {
-			r.leaderState.inflight.Remove(e)
-		}
-	}
-
-	// Measure the time to enqueue batch of logs for FSM to apply
-	metrics.MeasureSince([]string{"raft", "fsm", "enqueue"}, start)
-
-	// Count the number of logs enqueued
-	metrics.SetGauge([]string{"raft", "commitNumLogs"}, float32(len(groupReady)))
-
-	if *stepDown {
-		if r.config().ShutdownOnRemove {
-			r.logger.Info("removed ourself, shutting down")
-			r.Shutdown()
-		} else {
-			r.logger.Info("removed ourself, transitioning to follower")
-			r.setState(Follower)
-		}
 	}
 }
 
@@ -1285,30 +1268,9 @@ func (r *Raft) dispatchLogs(applyLogs []*logFuture) {
 		r.leaderState.inflight.PushBack(applyLog)
 	}
 
-	// zkd change: replicate while the local write is under way (Raft thesis 10.2.1). The
-	// entries are staged in the log cache, where the replicators read them, and the last log is
-	// advanced so they send them; the leader counts itself towards the commit index only once
-	// its own write returned (commitment.match below), so an entry is committed only when a
-	// majority holds it durably, as before. Followers may hold entries the leader failed to
-	// store: that is an ordinary uncommitted suffix, and the futures' error then means the
-	// outcome is unknown (a later leader may commit them), as a lost leadership already does.
-	prevIndex, prevTerm := r.getLastLog()
-	cache, _ := r.logs.(StagingLogStore)
-	staged := cache != nil && cache.StageLogs(logs)
-	if staged {
-		r.setLastLog(lastIndex, term)
-		for _, f := range r.leaderState.replState {
-			asyncNotifyCh(f.triggerCh)
-		}
-	}
-
 	// Write the log entry locally
 	if err := r.logs.StoreLogs(logs); err != nil {
 		r.logger.Error("failed to commit logs", "error", err)
-		if staged {
-			cache.UnstageLogs(logs)
-			r.setLastLog(prevIndex, prevTerm)
-		}
 		for _, applyLog := range applyLogs {
 			applyLog.respond(err)
 		}
@@ -1316,9 +1278,6 @@ func (r *Raft) dispatchLogs(applyLogs []*logFuture) {
 		return
 	}
 	r.leaderState.commitment.match(r.localID, lastIndex)
-	if staged {
-		return
-	}
 
 	// Update the last log since it's on disk now
 	r.setLastLog(lastIndex, term)

@@ -137,25 +137,13 @@ type frameHeader struct {
 }
 
 func writeFrame(buf []byte, h frameHeader, payload []byte) error {
-	return writeFrameParts(buf, h, payload[:h.len], nil, nil)
-}
-
-// writeFrameParts is writeFrame with the payload in three parts, written one after the other
-// (zkd). Their lengths add up to h.len, or to nothing for a commit frame.
-func writeFrameParts(buf []byte, h frameHeader, a, b, c []byte) error {
 	if len(buf) < encodedFrameSize(int(h.len)) {
-		return io.ErrShortBuffer
-	}
-	if h.typ != FrameCommit && len(a)+len(b)+len(c) != int(h.len) {
 		return io.ErrShortBuffer
 	}
 	if err := writeFrameHeader(buf, h); err != nil {
 		return err
 	}
-	n := frameHeaderLen
-	n += copy(buf[n:], a)
-	n += copy(buf[n:], b)
-	copy(buf[n:], c)
+	copy(buf[frameHeaderLen:], payload[:h.len])
 	// Explicitly write null bytes for padding
 	padBytes := padLen(int(h.len))
 	for i := 0; i < padBytes; i++ {

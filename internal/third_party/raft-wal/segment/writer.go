@@ -277,17 +277,14 @@ func (w *Writer) Append(entries []types.LogEntry) error {
 		}
 	}()
 
-	// Iterate entries and append each one (zkd: extending one offsets slice, published to
-	// readers once for the batch; storing it per entry boxed a slice header per entry).
-	ofs := w.getOffsets()
+	// Iterate entries and append each one
 	for _, e := range entries {
-		var err error
-		if ofs, err = w.appendEntry(ofs, e); err != nil {
+		if err := w.appendEntry(e); err != nil {
 			return err
 		}
 	}
-	w.offsets.Store(ofs)
 
+	ofs := w.getOffsets()
 	// Work out if we need to seal before we commit and sync.
 	if (w.writer.writeOffset + uint32(len(w.writer.commitBuf)+indexFrameSize(len(ofs)))) > w.info.SizeLimit {
 		// Seal the segment! We seal it by writing an index frame before we commit.
@@ -324,21 +321,23 @@ func (w *Writer) OffsetForFrame(idx uint64) (uint32, error) {
 	return os[entryIndex], nil
 }
 
-func (w *Writer) appendEntry(offsets []uint32, e types.LogEntry) ([]uint32, error) {
+func (w *Writer) appendEntry(e types.LogEntry) error {
+	offsets := w.getOffsets()
+
 	// Check the invariant that this entry is the next one we expect otherwise our
 	// index logic is incorrect and will result in panics on read.
 	if e.Index != w.info.BaseIndex+uint64(len(offsets)) {
-		return nil, fmt.Errorf("non-monotonic append to segment with BaseIndex=%d. Entry index %d, expected %d",
+		return fmt.Errorf("non-monotonic append to segment with BaseIndex=%d. Entry index %d, expected %d",
 			w.info.BaseIndex, e.Index, w.info.BaseIndex+uint64(len(offsets)))
 	}
 
 	fh := frameHeader{
 		typ: FrameEntry,
-		len: uint32(e.Len()),
+		len: uint32(len(e.Data)),
 	}
-	bufOffset, err := w.appendFrameParts(fh, e.Data, e.Body, e.Tail)
+	bufOffset, err := w.appendFrame(fh, e.Data)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	// Update the offsets index
 
@@ -352,10 +351,11 @@ func (w *Writer) appendEntry(offsets []uint32, e types.LogEntry) ([]uint32, erro
 	// we are not touching that at least below numEntries.
 	offsets = append(offsets, w.writer.writeOffset+uint32(bufOffset))
 
-	// Append makes it available to readers once the batch is appended. Note that
-	// readers still shouldn't read it until we actually commit to disk (and
-	// increment commitIdx).
-	return offsets, nil
+	// Now we can make it available to readers. Note that readers still
+	// shouldn't read it until we actually commit to disk (and increment
+	// commitIdx) but it's race free for them to now!
+	w.offsets.Store(offsets)
+	return nil
 }
 
 func (w *Writer) appendCommit() error {
@@ -419,18 +419,12 @@ func (w *Writer) appendIndex() error {
 // appendFrame appends the given frame to the current block. The frame must fit
 // already otherwise an error will be returned.
 func (w *Writer) appendFrame(fh frameHeader, data []byte) (int, error) {
-	return w.appendFrameParts(fh, data, nil, nil)
-}
-
-// appendFrameParts is appendFrame for a payload given in three consecutive parts (zkd: an entry's
-// encoding around its data, and the data, which is copied only here).
-func (w *Writer) appendFrameParts(fh frameHeader, a, b, c []byte) (int, error) {
 	// Encode frame header into current block buffer
-	l := encodedFrameSize(len(a) + len(b) + len(c))
+	l := encodedFrameSize(len(data))
 	w.ensureBufCap(l)
 
 	bufOffset := len(w.writer.commitBuf)
-	if err := writeFrameParts(w.writer.commitBuf[bufOffset:bufOffset+l], fh, a, b, c); err != nil {
+	if err := writeFrame(w.writer.commitBuf[bufOffset:bufOffset+l], fh, data); err != nil {
 		return 0, err
 	}
 	// Update len of commitBuf since we resliced it for the write

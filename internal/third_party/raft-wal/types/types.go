@@ -21,16 +21,7 @@ var (
 )
 
 // LogEntry represents an entry that has already been encoded.
-//
-// zkd: the encoded entry is Data followed by Body and Tail, which may be empty. The WAL puts the
-// log's own data in Body, so that its bytes are copied once, into the segment writer's buffer,
-// instead of first into an encoding buffer.
 type LogEntry struct {
 	Index uint64
 	Data  []byte
-	Body  []byte
-	Tail  []byte
 }
-
-// Len is the length of the encoded entry.
-func (e LogEntry) Len() int { return len(e.Data) + len(e.Body) + len(e.Tail) }
