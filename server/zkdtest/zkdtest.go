@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zkd-io/zkd/server"
 	"github.com/zkd-io/zkd/internal/serverhook"
+	"github.com/zkd-io/zkd/server"
 )
 
 // settings are what the options set: the server's configuration, and how it runs.
