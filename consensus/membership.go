@@ -121,7 +121,7 @@ type Stats struct {
 	Relayed      int64  // forwarded commits this follower passed on to its own Raft (relay.go)
 	Heard        int64  // commit announcements this follower received from the leader (relay.go)
 	RelayWaited  int64  // times a forwarded commit waited for its entry to reach the local log
-	RelayRefused int64  // relayed commits the local Raft refused (it moved to a later term)
+	RelayRefused int64  // relayed commits the local Raft refused (its entry there has another term)
 	Tracked      int    // sessions with a liveness deadline on this node
 	// LeaderChanges counts the leaders this node has learnt of since it started.
 	LeaderChanges int64

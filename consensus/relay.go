@@ -1,6 +1,7 @@
 package consensus
 
 import (
+	"errors"
 	"sync"
 	"time"
 
@@ -17,19 +18,15 @@ import (
 // entries with nothing newer appended (so no AppendEntries is about to carry the commit index) it
 // sends the same pair to every other server over the cluster RPC (announce), except a server
 // whose forwarded write was the last entry applied: its answer carried the same pair. A follower
-// hands that fact to its own Raft as the AppendEntries the leader would send next, with no
-// entries: term T, previous entry (C, T), commit index C. Raft accepts it only as the leader's
-// message would be accepted: a follower in a later term ignores it, and one whose log does not
-// hold entry C with term T rejects it. When it is accepted, the follower's log matches the
+// hands that fact to its own Raft (raft.Raft.AdvanceCommit, in the raft fork, which owns the
+// rule and its safety argument): if its log holds entry C with term T, its log matches the
 // leader's up to C (the log matching property), and C is committed (the leader said so), so
-// committing through C is exactly what the leader's next message would make it do. The message
-// is handed to this node's own Raft transport in-process (raft.NetworkTransport.Deliver, in the
-// raft fork), where Raft's loop takes it as it takes messages from the network; no fsync and no
-// round trip to the leader stand between the reply and the local apply.
+// Raft commits and applies through C exactly as the leader's next AppendEntries would make it;
+// otherwise Raft changes nothing. No fsync and no round trip to the leader stand between the
+// reply and the local apply.
 //
 // When the reply arrives before the entry itself (this follower was not in the commit's quorum),
-// the relay waits until the local log store holds the entry: relaying earlier would make Raft log
-// a warning and refuse.
+// the relay waits until the local log store holds the entry: earlier, Raft would refuse it.
 
 // commitNote holds the newest commit (index, term) reported to one consuming goroutine, and wakes
 // it.
@@ -123,7 +120,6 @@ func (r *relay) next(applied uint64) (index, term uint64, waited bool) {
 // runRelay passes the forwarded commits on to the local Raft until the node stops; it is the
 // relay's only goroutine, so at most one relayed message is in flight.
 func (n *Node) runRelay() {
-	respCh := make(chan raft.RPCResponse, 1)
 	for {
 		select {
 		case <-n.relay.wake:
@@ -137,33 +133,12 @@ func (n *Node) runRelay() {
 		if index == 0 {
 			continue
 		}
-		leaderAddr, leaderID := n.raft.LeaderWithID()
-		if leaderID == "" || leaderID == raft.ServerID(n.cfg.ID) {
-			continue
-		}
-		req := &raft.AppendEntriesRequest{
-			RPCHeader: raft.RPCHeader{
-				ProtocolVersion: raft.ProtocolVersionMax,
-				ID:              []byte(leaderID),
-				Addr:            n.trans.EncodePeer(leaderID, leaderAddr),
-			},
-			Term:              term,
-			PrevLogEntry:      index,
-			PrevLogTerm:       term,
-			LeaderCommitIndex: index,
-		}
-		if !n.trans.Deliver(raft.RPC{Command: req, RespChan: respCh}, n.stop) {
-			return
-		}
-		var out raft.RPCResponse
-		select {
-		case out = <-respCh:
-		case <-n.stop:
-			return
-		}
-		if resp, _ := out.Response.(*raft.AppendEntriesResponse); out.Error == nil && resp != nil && resp.Success {
+		switch err := n.raft.AdvanceCommit(index, term, n.stop); {
+		case err == nil:
 			n.stats.relayed.Add(1)
-		} else {
+		case errors.Is(err, raft.ErrRaftShutdown):
+			return
+		default:
 			n.stats.relayRefused.Add(1)
 		}
 	}

@@ -188,6 +188,9 @@ type Raft struct {
 	// to verify we are still the leader
 	verifyCh chan *verifyFuture
 
+	// advanceCommitCh takes AdvanceCommit's calls to the follower loop (zkd change).
+	advanceCommitCh chan *advanceCommitFuture
+
 	// configurationsCh is used to get the configuration data safely from
 	// outside of the main thread.
 	configurationsCh chan *configurationsFuture
@@ -566,6 +569,7 @@ func NewRaft(conf *Config, fsm FSM, logs LogStore, stable StableStore, snaps Sna
 		stable:                stable,
 		trans:                 trans,
 		verifyCh:              make(chan *verifyFuture, 64),
+		advanceCommitCh:       make(chan *advanceCommitFuture),
 		configurationsCh:      make(chan *configurationsFuture, 8),
 		bootstrapCh:           make(chan *bootstrapFuture),
 		observers:             make(map[uint64]*Observer),

@@ -347,22 +347,6 @@ func (n *NetworkTransport) Consumer() <-chan RPC {
 	return n.consumeCh
 }
 
-// Deliver hands rpc to the consumer as if it had arrived on a connection, and reports whether
-// it was taken: false once the transport is shut down or stop is closed. The consumer answers
-// on rpc.RespChan, which should be buffered. (zkd change: zkd's commit relay gives its own
-// Raft the AppendEntries the leader would send next in-process, where it went over a loopback
-// connection to this transport.)
-func (n *NetworkTransport) Deliver(rpc RPC, stop <-chan struct{}) bool {
-	select {
-	case n.consumeCh <- rpc:
-		return true
-	case <-n.shutdownCh:
-		return false
-	case <-stop:
-		return false
-	}
-}
-
 // LocalAddr implements the Transport interface.
 func (n *NetworkTransport) LocalAddr() ServerAddress {
 	return ServerAddress(n.stream.Addr().String())

@@ -176,6 +176,11 @@ func (r *Raft) runFollower() {
 			r.mainThreadSaturation.working()
 			r.processRPC(rpc)
 
+		case f := <-r.advanceCommitCh:
+			// zkd: the leader's commit, learned before its next AppendEntries (advance_commit.go).
+			r.mainThreadSaturation.working()
+			r.advanceCommit(f)
+
 		case c := <-r.configurationChangeCh:
 			r.mainThreadSaturation.working()
 			// Reject any operations since we are not the leader
