@@ -41,9 +41,8 @@ var (
 	ErrSessionMoved = errors.New("consensus: session moved to another server")
 )
 
-// The log cache keeps the newest entries in memory for the replicators and for followers' applies,
-// and holds the entries a leader stages before its own write (see third_party/raft/ZKD.md). It is
-// bounded by entries and by bytes: by entries alone, 512 entries of 1 MiB values would pin 512 MiB,
+// The log cache keeps the newest entries in memory for the replicators and for followers' applies
+// (see third_party/raft/ZKD.md). It is bounded by entries and by bytes: by entries alone, 512 entries of 1 MiB values would pin 512 MiB,
 // and even a bulk load in multis of 100 kept 12 MiB live and about as much again in the
 // half-empty spans of the large size classes those entries come from. A miss reads the log store.
 const (
