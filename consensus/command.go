@@ -173,16 +173,6 @@ func peekCommand(b []byte) (entryHeader, error) {
 // stampTime writes the leader's clock (ms since the epoch) into a marshalled entry.
 func stampTime(b []byte, ms int64) { binary.BigEndian.PutUint64(b[2:], uint64(ms)) }
 
-// clientWriteOp reports whether op is a client write the node proposes on a client's behalf.
-func clientWriteOp(op jute.Op) bool {
-	switch op {
-	case jute.OpCreate, jute.OpCreate2, jute.OpCreateContainer, jute.OpCreateTTL, jute.OpDelete,
-		jute.OpSetData, jute.OpSetACL, jute.OpMulti, jute.OpCloseSession:
-		return true
-	}
-	return false
-}
-
 // txnRequest decodes the body of an entry into the Req of a znode.Txn. This is the one decode of
 // a client's request body: the server hands the bytes over as they arrived.
 func txnRequest(op jute.Op, body []byte) (any, error) {
@@ -213,7 +203,7 @@ func decodeTxn(d *jute.Decoder, op jute.Op) (any, error) {
 	case jute.OpDeleteContainer:
 		req = &znode.Reap{Paths: d.Strings(), NeverUsedInterval: d.Int64()}
 	default:
-		if !clientWriteOp(op) {
+		if !op.IsClientWrite() {
 			return nil, fmt.Errorf("%w: op %v is not a transaction", errBadCommand, op)
 		}
 		r := jute.NewRequest(op)

@@ -386,17 +386,15 @@ func (n *Node) flushTouches() {
 	})
 }
 
-func (n *Node) leaderTouch(ids []int64) (unknown []int64, err error) {
+func (n *Node) leaderTouch(ids []int64) error {
 	if !n.IsLeader() {
-		return nil, ErrNotLeader
+		return ErrNotLeader
 	}
 	now := time.Now()
 	for _, id := range ids {
-		if !n.sessions.touch(id, now) {
-			unknown = append(unknown, id)
-		}
+		n.sessions.touch(id, now) // a session the leader does not know has expired: nothing to keep
 	}
-	return unknown, nil
+	return nil
 }
 
 // ValidateSession asks the leader whether session id is alive (known and not being expired), and

@@ -31,7 +31,6 @@ type Memory struct {
 	origin   string
 	fsm      *fsm
 	sessions *sessionTracker
-	serving  atomic.Bool
 
 	mu struct {
 		sync.Mutex
@@ -56,7 +55,6 @@ type MemoryConfig struct {
 	Logger    *slog.Logger
 	OnApply   func(zxid int64, r *znode.Result, v *znode.View)
 	OnRestore func(v *znode.View)
-	OnServing func(serving bool)
 }
 
 // NewMemory returns a running Memory, serving. Shutdown stops it.
@@ -76,7 +74,6 @@ func NewMemory(cfg MemoryConfig) *Memory {
 	m.fsm.onApply = cfg.OnApply
 	m.fsm.onRestore = cfg.OnRestore
 	m.fsm.sessions = m.sessions
-	m.serving.Store(true)
 	m.wg.Go(m.expireLoop)
 	return m
 }
@@ -162,16 +159,8 @@ func (m *Memory) Sync(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// Serving reports the serving signal; SetServing changes it.
-func (m *Memory) Serving() bool { return m.serving.Load() }
-
-// SetServing changes the serving signal, as losing and regaining a leader would, and calls
-// OnServing.
-func (m *Memory) SetServing(v bool) {
-	if m.serving.Swap(v) != v && m.cfg.OnServing != nil {
-		m.cfg.OnServing(v)
-	}
-}
+// Serving reports true until Shutdown: a Memory is its own leader.
+func (m *Memory) Serving() bool { return !m.isClosed() }
 
 // IsLeader reports true: a Memory is its own leader.
 func (m *Memory) IsLeader() bool { return !m.isClosed() }

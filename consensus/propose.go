@@ -110,7 +110,7 @@ func (n *Node) Start(ctx context.Context, p Proposal) (*Pending, error) {
 
 // command checks p and returns the command that carries it.
 func (p *Proposal) command() (*command, error) {
-	if !clientWriteOp(p.Op) {
+	if !p.Op.IsClientWrite() {
 		return nil, fmt.Errorf("%w: op %v is not a client write", ErrBadRequest, p.Op)
 	}
 	if len(p.Body) > maxFrame-(1<<16) {
@@ -438,7 +438,7 @@ func (n *Node) leaderApplyPeeked(entry []byte, h entryHeader) (raft.ApplyFuture,
 		return nil, ErrNotLeader
 	}
 	var err error
-	if h.op != jute.OpCloseSession && clientWriteOp(h.op) && n.diskFull.Load() {
+	if h.op != jute.OpCloseSession && h.op.IsClientWrite() && n.diskFull.Load() {
 		return nil, ErrDiskFull
 	}
 	server := originServer(h.origin)

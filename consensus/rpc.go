@@ -548,11 +548,10 @@ func (n *Node) handleRPC(kind byte, payload []byte) (byte, []byte) {
 		if err := decodeMsg(payload, &req); err != nil {
 			return fail(err)
 		}
-		unknown, err := n.leaderTouch(req.IDs)
-		if err != nil {
+		if err := n.leaderTouch(req.IDs); err != nil {
 			return fail(err)
 		}
-		return ok(&sessionsMsg{IDs: unknown})
+		return ok(&sessionsMsg{}) // the caller reads nothing from it
 	case rpcValidate, rpcAttach:
 		var req attachReq
 		if err := decodeMsg(payload, &req); err != nil {

@@ -104,6 +104,18 @@ func (o Op) IsWrite() bool {
 	return false
 }
 
+// IsClientWrite reports whether o is a write a client sends, which a server proposes on the
+// client's behalf, as opposed to the transactions servers make themselves (createSession,
+// deleteContainer, reconfig) and to check, which is only valid inside a multi.
+func (o Op) IsClientWrite() bool {
+	switch o {
+	case OpCreate, OpCreate2, OpCreateContainer, OpCreateTTL, OpDelete, OpSetData, OpSetACL,
+		OpMulti, OpCloseSession:
+		return true
+	}
+	return false
+}
+
 // Code is a ZooKeeper error code (KeeperException.Code). A non-zero Code is an error, so the packages
 // above jute return Codes directly and errors.Is matches them.
 type Code int32

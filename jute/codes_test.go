@@ -84,6 +84,21 @@ func TestOpIsWrite(t *testing.T) {
 	}
 }
 
+func TestOpIsClientWrite(t *testing.T) {
+	writes := map[Op]bool{
+		OpCreate: true, OpDelete: true, OpSetData: true, OpSetACL: true, OpMulti: true,
+		OpCreate2: true, OpCreateContainer: true, OpCreateTTL: true, OpCloseSession: true,
+	}
+	for _, p := range protocolOps {
+		if p.op.IsClientWrite() != writes[p.op] {
+			t.Errorf("%v.IsClientWrite() = %v; want %v", p.op, p.op.IsClientWrite(), writes[p.op])
+		}
+		if p.op.IsClientWrite() && !p.op.IsWrite() {
+			t.Errorf("%v is a client write but not a write", p.op)
+		}
+	}
+}
+
 func TestCodesMatchProtocol(t *testing.T) {
 	seen := map[Code]bool{}
 	for _, p := range protocolCodes {

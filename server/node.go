@@ -11,7 +11,7 @@ import (
 func openMemory(s *Server) (backend, error) {
 	return consensus.NewMemory(consensus.MemoryConfig{
 		TickTime: s.cfg.TickTime, Logger: s.log,
-		OnApply: s.onApply, OnRestore: s.onRestore, OnServing: s.servingChanged,
+		OnApply: s.onApply, OnRestore: s.onRestore,
 	}), nil
 }
 

@@ -27,11 +27,10 @@ var errSlowConsumer = errors.New("server: slow consumer: outbound limit reached"
 type outQueue struct {
 	mu struct {
 		sync.Mutex
-		buf       []byte
-		closed    bool  // no more frames are accepted
-		finish    bool  // close the socket once what is queued is written
-		err       error // why the queue was closed
-		sentCount int64 // frames queued
+		buf    []byte
+		closed bool  // no more frames are accepted
+		finish bool  // close the socket once what is queued is written
+		err    error // why the queue was closed
 		// timed are the requests whose replies are in buf and are timed for the slow-request
 		// log; the goroutine that writes buf hands them back once it is written.
 		timed []*request
@@ -103,7 +102,6 @@ func (q *outQueue) push(wake bool, timed *request, recs ...jute.Record) (int, bo
 	before := len(q.mu.buf)
 	q.mu.buf = jute.AppendFrame(q.mu.buf, recs...)
 	size := len(q.mu.buf) - before
-	q.mu.sentCount++
 	if timed != nil {
 		q.mu.timed = append(q.mu.timed, timed)
 	}

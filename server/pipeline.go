@@ -62,7 +62,7 @@ func (c *conn) admit(ctx context.Context, frame []byte) bool {
 		c.enqueue(r)
 		return false
 	}
-	if isWrite(hdr.Type) {
+	if hdr.Type.IsClientWrite() {
 		// A write's body goes to consensus as it arrived and is decoded once, when applied.
 		r.hdr = hdr
 		return c.admitWrite(ctx, r, raw)
@@ -136,16 +136,6 @@ func inlineRead(op jute.Op) bool {
 	switch op {
 	case jute.OpGetData, jute.OpExists, jute.OpGetChildren, jute.OpGetChildren2, jute.OpPing,
 		jute.OpGetACL, jute.OpGetAllChildrenNumber, jute.OpGetEphemerals:
-		return true
-	}
-	return false
-}
-
-// isWrite reports whether op is a client write, which consensus proposes.
-func isWrite(op jute.Op) bool {
-	switch op {
-	case jute.OpCreate, jute.OpCreate2, jute.OpCreateContainer, jute.OpCreateTTL, jute.OpDelete,
-		jute.OpSetData, jute.OpSetACL, jute.OpMulti, jute.OpCloseSession:
 		return true
 	}
 	return false

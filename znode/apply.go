@@ -146,7 +146,7 @@ func (b *Batch) Apply(zxid int64, txn *Txn) Result {
 		commit bool
 		err    error
 	)
-	if txn.Session != 0 && clientWrite(txn.Op) {
+	if txn.Session != 0 && txn.Op.IsClientWrite() {
 		sess, err = a.admitSession()
 		if sess != nil {
 			a.v.sessions, _ = a.v.sessions.set(sess)
@@ -183,18 +183,6 @@ func checksFirst(op jute.Op) bool {
 	switch op {
 	case jute.OpCreate, jute.OpCreate2, jute.OpCreateContainer, jute.OpCreateTTL, jute.OpDelete,
 		jute.OpSetData:
-		return true
-	}
-	return false
-}
-
-// clientWrite reports whether op is a write a client sends (as opposed to the transactions the
-// servers make themselves: createSession, expiry, reaping). Only these are subject to the session
-// rules of admitSession.
-func clientWrite(op jute.Op) bool {
-	switch op {
-	case jute.OpCreate, jute.OpCreate2, jute.OpCreateContainer, jute.OpCreateTTL, jute.OpDelete,
-		jute.OpSetData, jute.OpSetACL, jute.OpMulti, jute.OpCloseSession:
 		return true
 	}
 	return false
