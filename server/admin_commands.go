@@ -216,7 +216,7 @@ func (s *Server) systemProperties() map[string]string {
 }
 
 // gcPercent is the GC percent in force (-1 with the collector off): the zkd binary's pacer
-// (internal/gcpace) moves it with the live heap.
+// (internal/runtimepolicy) moves it with the live heap.
 func gcPercent() int64 {
 	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
 	metrics.Read(s)

@@ -3,12 +3,10 @@ package server
 import (
 	"errors"
 
-	"github.com/zkd-io/zkd/internal/metric"
-
 	"github.com/zkd-io/zkd/internal/serverhook"
 )
 
-// What server/zkdtest and the zkd binary reach through internal/serverhook.
+// What server/zkdtest reaches through internal/serverhook.
 func init() {
 	serverhook.StartWithoutRaft = func(cfg any) (any, error) {
 		s, err := startWithoutRaft(cfg.(Config))
@@ -18,8 +16,6 @@ func init() {
 		return s, nil
 	}
 	serverhook.DropClients = func(srv any) { srv.(*Server).dropClients(closeDropped, "requested") }
-	serverhook.Packets = func(srv any) uint64 { return srv.(*Server).packets() }
-	serverhook.Latencies = func(srv any) metric.Snapshot { return srv.(*Server).latencies() }
 }
 
 // startWithoutRaft starts a server on consensus.Memory (serverhook.StartWithoutRaft).

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/zkd-io/zkd/consensus"
-	"github.com/zkd-io/zkd/internal/metric"
 	"github.com/zkd-io/zkd/jute"
 )
 
@@ -97,18 +96,6 @@ func (s *Server) Stats() Stats {
 		}
 	}
 	return st
-}
-
-// packets returns the client packets the server has received and sent since it started
-// (requests, replies and watch notifications); unlike the statistics, srst does not reset it.
-func (s *Server) packets() uint64 {
-	return uint64(s.m.packetsReceived.Total() + s.m.packetsSent.Total())
-}
-
-// latencies returns the running totals of every request's latency since the server started,
-// reads and writes together (srst does not reset them); metric.Snapshot.Since gives a window.
-func (s *Server) latencies() metric.Snapshot {
-	return metric.Merge(s.m.read.Total(), s.m.update.Total())
 }
 
 // mode is standalone for a one-voter server, else leader or follower.

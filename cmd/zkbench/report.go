@@ -281,7 +281,7 @@ func renderReport(c *comparison) string {
 
 	if len(c.Memory) > 0 {
 		p("## Memory, startup and recovery (standalone)\n\n")
-		p("Znodes of 128 B, created in multis of 100 over 8 connections. RSS is read from /proc after a 2 s pause; the harness forces no GC, but the zkd binary returns free heap to the OS by itself once it has been idle for 750 ms after a burst (internal/memtrim), so its figure is taken after that. ")
+		p("Znodes of 128 B, created in multis of 100 over 8 connections. RSS is read from /proc after a 2 s pause; the harness forces no GC, but the zkd binary returns free heap to the OS by itself once it has been idle for 750 ms after a burst (internal/runtimepolicy), so its figure is taken after that. ")
 		p("Heap: ZooKeeper's Java heap in use after a full GC (`jcmd GC.run`, `GC.heap_info`); zkd's live heap after its last GC (`GODEBUG=gctrace=1`). ")
 		p("Startup: launch (the JVM's exec for ZooKeeper) to the first successful write, on an empty data directory. ")
 		p("Restart: `kill -9`, relaunch on the same directory, time from launch until a new session reads the last znode created.\n\n")

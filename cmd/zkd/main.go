@@ -25,57 +25,41 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/zkd-io/zkd/consensus"
-	"github.com/zkd-io/zkd/internal/gcpace"
-	"github.com/zkd-io/zkd/internal/memtrim"
-	"github.com/zkd-io/zkd/internal/metric"
-	"github.com/zkd-io/zkd/internal/procpace"
-	"github.com/zkd-io/zkd/internal/serverhook"
+	"github.com/zkd-io/zkd/internal/runtimepolicy"
 	"github.com/zkd-io/zkd/server"
 )
 
 func main() {
-	// Pace the collector for a server's heap unless the operator chose GOGC: the process, not
-	// the embeddable server, owns that setting (internal/gcpace).
-	if _, set := os.LookupEnv("GOGC"); !set {
-		gcpace.Start(gcpace.Headroom)
-	}
-	// Likewise the number of processors, unless the operator chose GOMAXPROCS: one while the
-	// server is far from needing two (internal/procpace).
-	// The server's packet count and request latencies, once it runs, let the pacer compare the
-	// settings by the work done.
-	stopPace, started := func() {}, func(*server.Server) {}
-	if _, set := os.LookupEnv("GOMAXPROCS"); !set {
-		ctx, cancel := context.WithCancel(context.Background())
+	os.Exit(runWith(os.Args[1:], os.Stdout, os.Stderr, true))
+}
+
+// run is main without the exit and the runtime policies, for tests.
+func run(args []string, stdout, stderr io.Writer) int { return runWith(args, stdout, stderr, false) }
+
+// runWith is run that, with policy set, applies the process's runtime policies while it runs.
+func runWith(args []string, stdout, stderr io.Writer, policy bool) int {
+	var trimLog atomic.Pointer[slog.Logger] // the server's logger, once it has one
+	if policy {
+		// The process, not the embeddable server, owns the runtime's settings: the collector's
+		// pacing (unless the operator set GOGC) and returning free heap to the OS once idle
+		// after a burst (a bulk load, a restart's replay, an import).
+		ctx, stop := context.WithCancel(context.Background())
 		done := make(chan struct{})
-		load := make(chan procpace.Load, 1)
 		go func() {
 			defer close(done)
-			procpace.Run(ctx, procpace.Defaults(), load)
+			runtimepolicy.Run(ctx, func(before, after uint64) {
+				if log := trimLog.Load(); log != nil {
+					log.Debug("returned free heap to the OS", "beforeMB", before>>20, "afterMB", after>>20)
+				}
+			})
 		}()
-		stopPace = func() { cancel(); <-done }
-		started = func(srv *server.Server) {
-			load <- procpace.Load{
-				Work:    func() uint64 { return serverhook.Packets(srv) },
-				Latency: func() metric.Snapshot { return serverhook.Latencies(srv) },
-			}
-		}
+		defer func() { stop(); <-done }()
 	}
-	code := runWith(os.Args[1:], os.Stdout, os.Stderr, started)
-	stopPace()
-	os.Exit(code)
-}
-
-// run is main without the exit, for tests.
-func run(args []string, stdout, stderr io.Writer) int {
-	return runWith(args, stdout, stderr, func(*server.Server) {})
-}
-
-// runWith is run that also hands the server, once started, to started.
-func runWith(args []string, stdout, stderr io.Writer, started func(*server.Server)) int {
 	if len(args) > 0 && args[0] == "version" {
 		fmt.Fprint(stdout, server.ReadBuildInfo())
 		return 0
@@ -126,6 +110,7 @@ Flags:
 		h = slog.NewJSONHandler(stderr, hopts)
 	}
 	log := slog.New(h)
+	trimLog.Store(log)
 
 	st := defaultSettings()
 	if *configPath != "" {
@@ -197,22 +182,9 @@ Flags:
 	if src := st.clientTLS.source; src != nil {
 		defer src.Close()
 	}
-	started(srv)
 	log.Info("zkd started", "version", server.Version, "client", srv.Addr(), "clientTLS", clientTLSMode(st.cfg),
 		"secureClient", srv.SecureAddr(), "admin", srv.AdminAddr(),
 		"dataDir", st.cfg.Dir, "serverID", srv.Stats().ServerID, "peers", len(st.cfg.Peers))
-
-	// Return free heap to the OS when the server goes idle after a burst (a bulk load, a
-	// restart's replay): the process, not the embeddable server, owns that policy.
-	trimCtx, stopTrim := context.WithCancel(context.Background())
-	trimDone := make(chan struct{})
-	go func() {
-		defer close(trimDone)
-		memtrim.Run(trimCtx, memtrim.Defaults(), func(before, after uint64) {
-			log.Debug("returned free heap to the OS", "beforeMB", before>>20, "afterMB", after>>20)
-		})
-	}()
-	defer func() { stopTrim(); <-trimDone }()
 
 	sig := make(chan os.Signal, 1)
 	// SIGHUP (a closed terminal, or an operator's reload habit) stops it gracefully too: by

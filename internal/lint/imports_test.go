@@ -169,11 +169,11 @@ func TestNoPrintInLibraries(t *testing.T) {
 	}
 }
 
-// TestProcessPolicies keeps the packages that change settings of the whole process (the GC
-// percent, the number of processors, forced collections) out of everything but the zkd binary's
+// TestProcessPolicies keeps the package that changes settings of the whole process (the GC
+// percent, forced collections) out of everything but the zkd binary's
 // main package: a program embedding the server owns its process.
 func TestProcessPolicies(t *testing.T) {
-	policies := []string{module + "/internal/gcpace", module + "/internal/memtrim", module + "/internal/procpace"}
+	policies := []string{module + "/internal/runtimepolicy"}
 	for _, dir := range packageDirs(t, ".") {
 		if dir == "cmd/zkd" {
 			continue

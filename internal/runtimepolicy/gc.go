@@ -1,20 +1,16 @@
-// Package gcpace keeps a process's garbage collector from running more often than its heap
-// needs: after every collection it sets the GC percent so that the next collection starts no
-// sooner than the heap reaches its live size plus a headroom (for a live heap under the runtime's
-// 4 MiB minimum, the headroom itself).
+package runtimepolicy
+
+// The collector's pacing.
 //
 // Go's default (GOGC=100) starts a collection when the heap has doubled, with a 4 MiB minimum.
 // A zkd serving a small tree has a few megabytes of live heap and allocates a few hundred
 // megabytes a second under write load (requests, log entries, replaced nodes), so it collected
 // more than a hundred times a second, each collection waking every processor, scanning every
-// goroutine's stack and turning on write barriers. With a headroom of 64 MiB it collects a few
-// times a second; a large tree (live heap above the headroom) is collected as GOGC=100 would. The
-// memory this keeps in use under load is at most the headroom, and it goes back to the operating
-// system when the process goes idle (internal/memtrim).
-//
-// The GC percent is a setting of the whole process: only a program's main package should start
-// a Pacer, once, and not when the operator set GOGC.
-package gcpace
+// goroutine's stack and turning on write barriers. After every collection the pacer sets the GC
+// percent so that the next collection starts no sooner than the heap reaches its live size plus
+// gcHeadroom; a large tree (live heap above the headroom) is collected as GOGC=100 would. The
+// memory this keeps in use under load is at most the headroom, and the trimmer (trim.go) returns
+// it once the process goes idle.
 
 import (
 	"runtime"
@@ -23,17 +19,17 @@ import (
 	"sync"
 )
 
-// Headroom is the zkd binary's default.
-const Headroom = 64 << 20
+// gcHeadroom is the heap the pacer lets a small live heap grow by before the next collection.
+const gcHeadroom = 64 << 20
 
 // heapMinimum is the Go runtime's minimum heap goal at GOGC=100. The runtime scales it with the
 // GC percent, so a percent above 100*headroom/heapMinimum would push the goal of a small heap
 // past the headroom.
 const heapMinimum = 4 << 20
 
-// Percent is the GC percent that puts the next heap goal at least headroom bytes above a live
+// gcPercent is the GC percent that puts the next heap goal at least headroom bytes above a live
 // heap of live bytes, and never below base.
-func Percent(live, headroom uint64, base int) int {
+func gcPercent(live, headroom uint64, base int) int {
 	limit := headroom * 100 / heapMinimum
 	want := limit
 	if live > 0 {
@@ -45,8 +41,8 @@ func Percent(live, headroom uint64, base int) int {
 	return int(want)
 }
 
-// Pacer adjusts the GC percent after every collection until Stop.
-type Pacer struct {
+// gcPacer adjusts the GC percent after every collection until stop.
+type gcPacer struct {
 	headroom uint64
 	base     int
 
@@ -57,12 +53,12 @@ type Pacer struct {
 }
 
 // sentinel is garbage from birth; its cleanup runs after the collection that found it.
-type sentinel struct{ _ *Pacer }
+type sentinel struct{ _ *gcPacer }
 
-// Start begins pacing with the given headroom, from the GC percent in force (GOGC=100 unless the
+// startGCPacer begins pacing with the given headroom, from the GC percent in force (GOGC=100 unless the
 // program changed it). With the collector off or at zero (GOGC=off, GOGC=0) it does nothing.
-func Start(headroom uint64) *Pacer {
-	p := &Pacer{headroom: headroom, samples: []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/gogc:percent"}}}
+func startGCPacer(headroom uint64) *gcPacer {
+	p := &gcPacer{headroom: headroom, samples: []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/gogc:percent"}}}
 	metrics.Read(p.samples)
 	p.base = 100
 	if v := p.samples[1].Value; v.Kind() == metrics.KindUint64 {
@@ -78,8 +74,8 @@ func Start(headroom uint64) *Pacer {
 	return p
 }
 
-// Stop ends pacing and restores the GC percent Start found.
-func (p *Pacer) Stop() {
+// stop ends pacing and restores the GC percent startGCPacer found.
+func (p *gcPacer) stop() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.stopped {
@@ -88,12 +84,12 @@ func (p *Pacer) Stop() {
 	}
 }
 
-func (p *Pacer) arm() {
-	runtime.AddCleanup(new(sentinel), (*Pacer).afterGC, p)
+func (p *gcPacer) arm() {
+	runtime.AddCleanup(new(sentinel), (*gcPacer).afterGC, p)
 }
 
 // afterGC runs on the runtime's cleanup goroutine after each collection.
-func (p *Pacer) afterGC() {
+func (p *gcPacer) afterGC() {
 	if p.adjust() {
 		p.arm()
 	}
@@ -101,7 +97,7 @@ func (p *Pacer) afterGC() {
 
 // adjust sets the GC percent for the live heap the last collection marked; it reports false once
 // the pacer is stopped.
-func (p *Pacer) adjust() bool {
+func (p *gcPacer) adjust() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.stopped {
@@ -112,7 +108,7 @@ func (p *Pacer) adjust() bool {
 	if v := p.samples[0].Value; v.Kind() == metrics.KindUint64 {
 		live = v.Uint64()
 	}
-	if pc := Percent(live, p.headroom, p.base); pc != p.percent {
+	if pc := gcPercent(live, p.headroom, p.base); pc != p.percent {
 		debug.SetGCPercent(pc)
 		p.percent = pc
 	}

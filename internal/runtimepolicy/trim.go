@@ -1,5 +1,6 @@
-// Package memtrim returns a process's free heap memory to the operating system once the process
-// goes idle after a burst of allocation.
+package runtimepolicy
+
+// Returning free heap to the operating system.
 //
 // Go's background scavenger keeps free memory up to about the next GC's heap goal (twice the live
 // heap by default) mapped, and returns the rest slowly. After a bulk load, a server holding 100k
@@ -10,7 +11,6 @@
 // trim it waits for a fresh Rearm bytes of allocation before trimming again. It does not compare
 // the heap with the live size: the runtime only knows the live size as of the last collection,
 // and an idle process runs none, so that figure goes stale exactly when trimming pays.
-package memtrim
 
 import (
 	"context"
@@ -19,8 +19,8 @@ import (
 	"time"
 )
 
-// Policy says when the trimmer acts. The zero value is not useful; see Defaults.
-type Policy struct {
+// trimPolicy says when the trimmer acts. The zero value is not useful; see trimDefaults.
+type trimPolicy struct {
 	// Interval is how often the heap is sampled.
 	Interval time.Duration
 	// IdleRate is the allocation rate (bytes per second) below which the process counts as
@@ -33,9 +33,9 @@ type Policy struct {
 	Rearm uint64
 }
 
-// Defaults returns the policy the zkd binary runs with.
-func Defaults() Policy {
-	return Policy{
+// trimDefaults returns the policy the zkd binary runs with.
+func trimDefaults() trimPolicy {
+	return trimPolicy{
 		Interval:    250 * time.Millisecond,
 		IdleRate:    1 << 20,
 		IdleSamples: 3,
@@ -93,16 +93,16 @@ func (h *runtimeHeap) read() sample {
 
 func (*runtimeHeap) trim() { debug.FreeOSMemory() }
 
-// Run samples the heap every p.Interval and trims it when the policy says so, until ctx ends. It
+// trimLoop samples the heap every p.Interval and trims it when the policy says so, until ctx ends. It
 // calls onTrim (if not nil) after each trim with the resident heap bytes before and after.
-func Run(ctx context.Context, p Policy, onTrim func(before, after uint64)) {
+func trimLoop(ctx context.Context, p trimPolicy, onTrim func(before, after uint64)) {
 	t := time.NewTicker(p.Interval)
 	defer t.Stop()
 	run(ctx, p, t.C, newRuntimeHeap(), onTrim)
 }
 
-// run is Run's loop: it samples h on every tick until ctx ends.
-func run(ctx context.Context, p Policy, tick <-chan time.Time, h heap, onTrim func(before, after uint64)) {
+// run is trimLoop's loop: it samples h on every tick until ctx ends.
+func run(ctx context.Context, p trimPolicy, tick <-chan time.Time, h heap, onTrim func(before, after uint64)) {
 	t := newTrimmer(p, h)
 	for {
 		select {
@@ -118,7 +118,7 @@ func run(ctx context.Context, p Policy, tick <-chan time.Time, h heap, onTrim fu
 
 // trimmer applies the policy to one heap, one sample at a time.
 type trimmer struct {
-	p         Policy
+	p         trimPolicy
 	h         heap
 	prev      sample
 	idle      int    // consecutive samples below IdleRate
@@ -128,7 +128,7 @@ type trimmer struct {
 // newTrimmer starts counting from what the process has allocated so far: a server allocates most
 // on its way up (a restart restores a snapshot and replays the log before the trimmer starts), and
 // that counts towards the first trim as a burst after the start does.
-func newTrimmer(p Policy, h heap) *trimmer {
+func newTrimmer(p trimPolicy, h heap) *trimmer {
 	t := &trimmer{p: p, h: h, prev: h.read()}
 	t.sinceTrim = t.prev.allocs
 	return t

@@ -1,7 +1,9 @@
-package memtrim
+package runtimepolicy
 
 import (
 	"context"
+	"os"
+	"runtime/debug"
 	"slices"
 	"testing"
 	"time"
@@ -106,7 +108,7 @@ func TestPolicy(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newScriptedHeap(tc.script)
 			h.allocs, h.garbage = tc.before, tc.before
-			tr := newTrimmer(Defaults(), h)
+			tr := newTrimmer(trimDefaults(), h)
 			var got []int
 			for i := range len(tc.script) {
 				before := h.live + h.garbage + h.free
@@ -141,7 +143,7 @@ func TestRunTrimsOnTicks(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		run(ctx, Defaults(), tick, h, func(b, a uint64) { trims <- trim{b, a} })
+		run(ctx, trimDefaults(), tick, h, func(b, a uint64) { trims <- trim{b, a} })
 	}()
 	for range 10 {
 		tick <- time.Time{}
@@ -156,13 +158,22 @@ func TestRunTrimsOnTicks(t *testing.T) {
 	}
 }
 
-// TestRunStops checks that Run returns once its context ends (goleak checks the rest).
+// TestRunStops checks that Run returns once its context ends, with the GC percent it found back
+// in force (goleak checks the rest).
 func TestRunStops(t *testing.T) {
+	if _, set := os.LookupEnv("GOGC"); set {
+		t.Skip("GOGC is set: Run leaves the collector alone")
+	}
+	before := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(before)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); Run(ctx, Defaults(), nil) }()
+	go func() { defer close(done); Run(ctx, nil) }()
 	cancel()
 	<-done
+	if pc := debug.SetGCPercent(100); pc != 100 {
+		t.Fatalf("GC percent %d after Run stopped; want 100 restored", pc)
+	}
 }
 
 // sink keeps allocations reachable until the test drops them.
@@ -206,7 +217,7 @@ func runtimeHeapAt(c *fakeClock) *runtimeHeap {
 // only allocation between samples is the runtime's own (far below 1 MB per 250 ms).
 func TestTrimsRealHeap(t *testing.T) {
 	clock := newFakeClock()
-	tr := newTrimmer(Defaults(), runtimeHeapAt(clock))
+	tr := newTrimmer(trimDefaults(), runtimeHeapAt(clock))
 	burst(t)
 	for i := 1; i <= 10; i++ {
 		clock.advance(250 * time.Millisecond)
@@ -233,7 +244,7 @@ func TestTrimsRealHeap(t *testing.T) {
 // idle rate) after a burst and expects no trim.
 func TestNoTrimWhileBusyRealHeap(t *testing.T) {
 	clock := newFakeClock()
-	tr := newTrimmer(Defaults(), runtimeHeapAt(clock))
+	tr := newTrimmer(trimDefaults(), runtimeHeapAt(clock))
 	burst(t)
 	var keep []byte
 	for i := range 20 {

@@ -1,4 +1,4 @@
-package gcpace
+package runtimepolicy
 
 import (
 	"runtime"
@@ -26,12 +26,12 @@ func TestPercent(t *testing.T) {
 		{live: 40 * mib, headroom: 16 * mib, base: 100, want: 100},  //
 		{live: 8 * mib, headroom: 2 * mib, base: 100, want: 100},    // a headroom under the runtime's minimum
 	} {
-		if got := Percent(c.live, c.headroom, c.base); got != c.want {
-			t.Errorf("Percent(%d MiB, %d MiB, %d) = %d, want %d", c.live/mib, c.headroom/mib, c.base, got, c.want)
+		if got := gcPercent(c.live, c.headroom, c.base); got != c.want {
+			t.Errorf("gcPercent(%d MiB, %d MiB, %d) = %d, want %d", c.live/mib, c.headroom/mib, c.base, got, c.want)
 		}
-		if got := Percent(c.live, c.headroom, c.base); got > c.base && c.live > 0 {
+		if got := gcPercent(c.live, c.headroom, c.base); got > c.base && c.live > 0 {
 			if goal := c.live + c.live*uint64(got)/100; goal < c.live+c.headroom && got < int(c.headroom*100/heapMinimum) {
-				t.Errorf("Percent(%d, %d, %d) = %d puts the goal %d short of the headroom", c.live, c.headroom, c.base, got, goal)
+				t.Errorf("gcPercent(%d, %d, %d) = %d puts the goal %d short of the headroom", c.live, c.headroom, c.base, got, goal)
 			}
 		}
 	}
@@ -51,7 +51,7 @@ func TestPacerFollowsTheLiveHeap(t *testing.T) {
 	before := debug.SetGCPercent(100)
 	defer debug.SetGCPercent(before)
 
-	p := Start(headroom)
+	p := startGCPacer(headroom)
 	// The cleanup that re-paces runs on its own goroutine after the collection; collect until it
 	// has caught up with what the collection measured.
 	settled := func(want func(live uint64) int) (int, uint64, uint64) {
@@ -68,7 +68,7 @@ func TestPacerFollowsTheLiveHeap(t *testing.T) {
 		t.Fatalf("GC percent %d for a live heap of %d bytes, want %d", pc, live, want(live))
 		return 0, 0, 0
 	}
-	paced := func(live uint64) int { return Percent(live, headroom, 100) }
+	paced := func(live uint64) int { return gcPercent(live, headroom, 100) }
 	// A live heap under the runtime's 4 MiB minimum gets a goal of the headroom itself.
 	if pc, live, goal := settled(paced); pc <= 100 || goal < headroom || goal < live+headroom-heapMinimum {
 		t.Fatalf("small heap: percent %d, live %d, goal %d; want a goal of %d or more", pc, live, goal, headroom)
@@ -83,7 +83,7 @@ func TestPacerFollowsTheLiveHeap(t *testing.T) {
 	}
 	runtime.KeepAlive(big)
 
-	p.Stop()
+	p.stop()
 	if pc, _, _ := readGC(); pc != 100 {
 		t.Fatalf("after Stop the GC percent is %d, want 100", pc)
 	}
@@ -100,8 +100,8 @@ func TestPacerFollowsTheLiveHeap(t *testing.T) {
 func TestPacerLeavesGCOff(t *testing.T) {
 	before := debug.SetGCPercent(-1)
 	defer debug.SetGCPercent(before)
-	p := Start(Headroom)
-	defer p.Stop()
+	p := startGCPacer(gcHeadroom)
+	defer p.stop()
 	runtime.GC()
 	if pc, _, _ := readGC(); pc != -1 {
 		t.Fatalf("GC percent %d after Start with GOGC=off", pc)
