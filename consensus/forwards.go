@@ -4,20 +4,16 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/zkd-io/zkd/internal/third_party/raft"
-
-	"github.com/zkd-io/zkd/internal/sockwrite"
 )
 
 // A follower forwards its clients' writes to the leader over the cluster RPC (rpcSubmit), and the
 // leader answers each once it applied the entry. The answers are sent from the apply side: the
 // leader's FSM recognises a forwarded entry by its proposer's origin tag and sequence number,
-// queues the answer on the connection the write came on, and, once the batch is applied, sends
-// everything queued on that connection in one write, from the FSM's goroutine as far as the
-// socket takes it without waiting, else through the connection's writer (rpcReplies.flush). A
+// queues the answer on the connection the write came on, and, once the batch is applied, wakes
+// the connection's writer (rpcReplies.flush), which sends everything queued in one write. A
 // batch of forwarded writes costs one write(2) per connection instead of a goroutine and a
 // write(2) per write.
 //
@@ -94,19 +90,16 @@ func (f *forwards) drop(w *forwarded) {
 }
 
 // rpcReplies writes the answers on one accepted cluster RPC connection. Answers are queued as
-// frames and written, everything queued in one write, by the FSM (flush, which never waits) or by
-// the connection's writer goroutine (runReplies); one write at a time, so frames leave whole and
-// in order. It also keeps the forwarded writes that came on the connection until they are
-// answered.
+// frames; the connection's writer goroutine (runReplies), the only one writing the socket, sends
+// everything queued in one write, so frames leave whole and in order. It also keeps the
+// forwarded writes that came on the connection until they are answered.
 type rpcReplies struct {
 	conn net.Conn
-	raw  syscall.RawConn // conn's socket for writes that do not wait; nil: none (TLS)
 	wake chan struct{}
 	mu   struct {
 		sync.Mutex
 		buf     []byte       // frames to write
 		spare   []byte       // a written buffer kept for the next frames
-		writing bool         // frames taken from buf are being written (by the writer or a flush)
 		waiting []*forwarded // forwarded writes not known to be answered, in proposal order
 		armed   bool         // the writer sweeps waiting every settleFastWait
 		closed  bool
@@ -114,59 +107,33 @@ type rpcReplies struct {
 }
 
 func newRPCReplies(conn net.Conn) *rpcReplies {
-	return &rpcReplies{conn: conn, raw: sockwrite.RawConn(conn), wake: make(chan struct{}, 1)}
+	return &rpcReplies{conn: conn, wake: make(chan struct{}, 1)}
 }
 
-// take claims the queued frames for one write, or returns nil when there are none or another
-// write is under way (frames must leave in order, and a partly written frame first).
+// take takes the queued frames for one write, or returns nil when there are none.
 func (o *rpcReplies) take() []byte {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.mu.writing || len(o.mu.buf) == 0 {
+	if len(o.mu.buf) == 0 {
 		return nil
 	}
 	buf := o.mu.buf
 	o.mu.buf, o.mu.spare = o.mu.spare[:0], nil
-	o.mu.writing = true
 	return buf
 }
 
-// wrote gives up the claim of take after n bytes of buf were written: what is left goes back to
-// the head of the queue. It reports whether frames wait to be written.
-func (o *rpcReplies) wrote(buf []byte, n int) bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.mu.writing = false
-	switch {
-	case n < len(buf):
-		rest := make([]byte, 0, len(buf)-n+len(o.mu.buf))
-		o.mu.buf = append(append(rest, buf[n:]...), o.mu.buf...)
-	case cap(buf) <= maxSpareReplies:
-		o.mu.spare = buf[:0]
+// wrote keeps buf, written, for the next frames.
+func (o *rpcReplies) wrote(buf []byte) {
+	if cap(buf) > maxSpareReplies {
+		return
 	}
-	return len(o.mu.buf) > 0
+	o.mu.Lock()
+	o.mu.spare = buf[:0]
+	o.mu.Unlock()
 }
 
-// flush writes the queued frames from the calling goroutine (the FSM's, at the end of a batch)
-// as far as the socket takes them without waiting, and leaves the rest, or everything when
-// another write is under way or the connection has no plain socket, to the writer. Writing here
-// spares each batch's answers a wake-up of the writer: 0.1-0.15 ms of a forwarded write's
-// 2.2 ms on this project's 2-core test machine (3 nodes, zkbench create).
-func (o *rpcReplies) flush() {
-	if o.raw == nil {
-		o.signal()
-		return
-	}
-	buf := o.take()
-	if buf == nil {
-		o.signal()
-		return
-	}
-	n, _ := sockwrite.TryWrite(o.raw, buf) // on an error the writer's own write fails and ends it
-	if o.wrote(buf, n) {
-		o.signal()
-	}
-}
+// flush wakes the writer for the queued frames (the FSM calls it at the end of a batch).
+func (o *rpcReplies) flush() { o.signal() }
 
 // queue adds an answer; the writer sends it after the next signal.
 func (o *rpcReplies) queue(id uint64, status byte, payload []byte) {
@@ -238,20 +205,15 @@ func (n *Node) runReplies(o *rpcReplies) {
 		}
 		o.mu.Unlock()
 		if buf := o.take(); buf != nil {
-			// The deadline bounds this write only: left on the socket, it would fail every
-			// flush after it (TryWrite is subject to it too) and send all the answers through
-			// this goroutine.
 			_ = o.conn.SetWriteDeadline(time.Now().Add(rpcWriteTimeout))
-			n, err := o.conn.Write(buf)
-			_ = o.conn.SetWriteDeadline(time.Time{})
+			_, err := o.conn.Write(buf)
 			if err != nil {
 				o.conn.Close()
 				o.close()
-				return // the write stays claimed: a flush will not try the dead socket
+				return
 			}
-			if o.wrote(buf, n) {
-				o.signal()
-			}
+			o.wrote(buf)
+			o.signal() // frames queued during the write
 		}
 		if closed {
 			return

@@ -9,8 +9,8 @@
 // write is started only after the reads admitted before it have executed, so a read never sees a
 // later write of its own session. Replies, ping replies and watch notifications are encoded into
 // one ordered per-connection buffer; whoever takes it writes it in one write, one goroutine at a
-// time: the writer, or the goroutine that answered a request when nothing else was queued (a
-// non-blocking write; what the socket does not take goes back to the writer). Every connection
+// time: the writer, or the reader for a read it answered itself (a non-blocking write; what the
+// socket does not take goes back to the writer). Every connection
 // ends with one logged and counted reason (closereason.go). So replies leave in request order, a session's reads
 // never overtake its writes, and a notification for a change is queued before any reply that
 // reflects it: writes complete only once this server applied them, and the consensus apply hook

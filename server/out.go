@@ -7,7 +7,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/zkd-io/zkd/internal/sockwrite"
 	"github.com/zkd-io/zkd/jute"
 )
 
@@ -18,10 +17,9 @@ var errSlowConsumer = errors.New("server: slow consumer: outbound limit reached"
 // notifications are encoded straight into one byte buffer under a mutex, in the order they are
 // queued. Whoever writes swaps the buffer for an empty one and writes it in one call, so every
 // burst is one coalesced write. The connection's writer (writeLoop) writes what pushes from
-// anywhere queue; the goroutine that answered a request (the executor, or the reader for a read
-// it answers itself) writes its reply with flush when nothing else is queued, saving a wake-up
-// of the writer per reply. One at a time: the one that takes the buffer sets writing, and the
-// other leaves the socket alone until it is cleared.
+// anywhere queue; the reader, for a read it answers itself, writes the reply with writeInline,
+// saving a wake-up of the writer per reply. One at a time: the one that takes the buffer sets
+// writing, and the other leaves the socket alone until it is cleared.
 // Pushing never blocks: a queue that grows past its limit marks the connection as a slow
 // consumer and closes it, so watch delivery never stalls apply.
 type outQueue struct {
@@ -60,10 +58,10 @@ func newOutQueue(limit int) *outQueue {
 // setSink sets where the queue writes: nc, each write bounded by writeTimeout (0: none). After
 // each write, sent is told the bytes written and, when timed replies were among them, written is
 // given their requests and the time (read once per write). It must be called before writeLoop
-// and flush.
+// and writeInline.
 func (q *outQueue) setSink(nc net.Conn, writeTimeout time.Duration, sent func(bytes int), written func([]*request, time.Time)) {
 	q.nc, q.writeTimeout, q.sent, q.written = nc, writeTimeout, sent, written
-	q.raw = sockwrite.RawConn(nc)
+	q.raw = rawConn(nc)
 }
 
 func (q *outQueue) signal() {
@@ -74,7 +72,7 @@ func (q *outQueue) signal() {
 }
 
 // pushReply queues a reply frame without waking the writer: whoever answered the request calls
-// flush once it is answered. body is encoded only when h.Err is OK (error
+// flush or writeInline once it is answered. body is encoded only when h.Err is OK (error
 // replies are header-only). timed, if not nil, is the request it answers, to be handed to the
 // written callback once the reply is on the socket. It returns the frame's size and false if the
 // queue is closed or overflowed.
@@ -151,15 +149,15 @@ func (q *outQueue) takeLocked() ([]byte, []*request) {
 }
 
 // write writes buf, claimed with takeLocked, then gives up the claim and keeps the buffers for
-// reuse. It returns the write's error. An inline write (flush) only writes what the socket takes
+// reuse. It returns the write's error. An inline write (writeInline) only writes what the socket takes
 // at once: it puts what is left back at the head of the queue, with all of timed, and wakes the
-// writer, so a client that stops reading holds up the writer and never the executor.
+// writer, so a client that stops reading holds up the writer and never the reader.
 func (q *outQueue) write(buf []byte, timed []*request, inline bool) error {
 	var n int
 	var err error
 	switch {
 	case inline:
-		n, err = sockwrite.TryWrite(q.raw, buf)
+		n, err = tryWrite(q.raw, buf)
 	case q.writeTimeout > 0:
 		// The deadline bounds this write only. It is cleared after it: a deadline left on the
 		// socket would fail the next inline write (TryWrite is subject to it too) once it
@@ -205,12 +203,15 @@ func (q *outQueue) write(buf []byte, timed []*request, inline bool) error {
 	return err
 }
 
-// flush writes what is queued from the calling goroutine (the one that answered a request)
-// when inline is set and no other write is in progress; otherwise the writer is woken
-// for it. A write in progress picks up what was queued meanwhile, and whatever is queued after
-// an inline write wakes the writer, so nothing is left behind.
-func (q *outQueue) flush(inline bool) {
-	if !inline || q.raw == nil {
+// flush wakes the writer for what is queued.
+func (q *outQueue) flush() { q.signal() }
+
+// writeInline writes what is queued from the calling goroutine (the reader, for replies it
+// answered itself) when no other write is in progress; otherwise the writer is woken for it. A
+// write in progress picks up what was queued meanwhile, and whatever is queued after an inline
+// write wakes the writer, so nothing is left behind.
+func (q *outQueue) writeInline() {
+	if q.raw == nil {
 		q.signal()
 		return
 	}

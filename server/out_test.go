@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zkd-io/zkd/internal/sockwrite"
 	"github.com/zkd-io/zkd/internal/zktest"
 	"github.com/zkd-io/zkd/jute"
 )
@@ -171,10 +170,10 @@ func framesFrom(t *testing.T, r io.Reader, n, max int) [][]byte {
 }
 
 // inlineQueue returns a queue of the given limit writing to a loopback socket, and the socket's
-// client end; it skips the test where the executor cannot write inline.
+// client end; it skips the test where the reader cannot write inline.
 func inlineQueue(t *testing.T, limit int) (*outQueue, net.Conn) {
 	t.Helper()
-	if !sockwrite.Supported {
+	if !tryWriteSupported {
 		t.Skip("no inline writes on this platform")
 	}
 	srv, cli := zktest.TCPPair(t)
@@ -183,7 +182,7 @@ func inlineQueue(t *testing.T, limit int) (*outQueue, net.Conn) {
 	return q, cli
 }
 
-// The executor's flush writes its replies itself, in one write, with no writer running.
+// writeInline writes the queued replies from the calling goroutine, in one write, with no writer running.
 func TestOutQueueFlushWritesInline(t *testing.T) {
 	q, cli := inlineQueue(t, 1<<20)
 	for xid := int32(1); xid <= 3; xid++ {
@@ -191,10 +190,10 @@ func TestOutQueueFlushWritesInline(t *testing.T) {
 	}
 	select {
 	case <-q.wake:
-		t.Fatal("a reply woke the writer; the executor flushes its own replies")
+		t.Fatal("a reply woke the writer; its answerer writes or flushes it")
 	default:
 	}
-	q.flush(true)
+	q.writeInline()
 	_ = cli.SetReadDeadline(time.Now().Add(10 * time.Second))
 	frames := framesFrom(t, cli, 3, 1<<20)
 	for i, f := range frames {
@@ -207,11 +206,11 @@ func TestOutQueueFlushWritesInline(t *testing.T) {
 		t.Fatal("a flush that wrote everything woke the writer")
 	default:
 	}
-	q.flush(false)
+	q.flush()
 	select {
 	case <-q.wake:
 	default:
-		t.Fatal("flush(false) did not wake the writer")
+		t.Fatal("flush did not wake the writer")
 	}
 }
 
@@ -222,7 +221,7 @@ func TestOutQueueStalledFlushHandsOverToWriter(t *testing.T) {
 	// Far more than loopback's socket buffers hold.
 	first := &jute.GetDataResponse{Data: bytes.Repeat([]byte{7}, 32<<20)}
 	q.pushReply(jute.ReplyHeader{Xid: 1}, first, nil)
-	q.flush(true) // must return without a reader
+	q.writeInline() // must return without a reader
 	q.mu.Lock()
 	left := len(q.mu.buf)
 	q.mu.Unlock()
@@ -259,10 +258,14 @@ func TestOutQueueFlushAndWriterTakeTurns(t *testing.T) {
 	const n = 2000
 	data := make([]byte, 4<<10)
 	var wg sync.WaitGroup
-	wg.Go(func() { // the executor: replies with odd xids, mostly flushed inline
+	wg.Go(func() { // the reader: replies with odd xids, mostly written inline
 		for xid := int32(1); xid < 2*n; xid += 2 {
 			q.pushReply(jute.ReplyHeader{Xid: xid}, &jute.GetDataResponse{Data: data}, nil)
-			q.flush(xid%3 != 0)
+			if xid%3 != 0 {
+				q.writeInline()
+			} else {
+				q.flush()
+			}
 		}
 	})
 	wg.Go(func() { // the apply hook: notifications with even xids, through the writer
@@ -304,7 +307,7 @@ func TestOutQueueFlushAndWriterTakeTurns(t *testing.T) {
 		}
 		last[xid%2 == 0] = xid
 	}
-	if sockwrite.Supported && guard.inline.Load() == 0 {
+	if tryWriteSupported && guard.inline.Load() == 0 {
 		t.Fatal("no inline write was made")
 	}
 	if o := guard.overlaps.Load(); o != 0 {
@@ -353,7 +356,7 @@ func (r exclusiveRaw) Write(f func(uintptr) bool) error {
 // socket made the first inline write after it fail, and every connection closed MaxSessionTimeout
 // after its first write by the writer.)
 func TestOutQueueWriterDeadlineDoesNotOutliveItsWrite(t *testing.T) {
-	if !sockwrite.Supported {
+	if !tryWriteSupported {
 		t.Skip("no inline writes on this platform")
 	}
 	srv, cli := zktest.TCPPair(t)
@@ -372,7 +375,7 @@ func TestOutQueueWriterDeadlineDoesNotOutliveItsWrite(t *testing.T) {
 	time.Sleep(4 * timeout) // the writer's deadline, were it still set, has passed
 	for xid := int32(2); xid <= 4; xid++ {
 		q.pushReply(jute.ReplyHeader{Xid: xid}, &jute.SetDataResponse{}, nil)
-		q.flush(true) // inline
+		q.writeInline()
 		f := framesFrom(t, cli, 1, 1<<20)
 		if got := replyXid(t, f[0]); got != xid {
 			t.Fatalf("reply %d arrived as %d", xid, got)

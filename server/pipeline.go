@@ -120,7 +120,11 @@ func (c *conn) admit(ctx context.Context, frame []byte) bool {
 			return true
 		}
 		c.held = false
-		c.out.flush(ok)
+		if ok {
+			c.out.writeInline()
+		} else {
+			c.out.flush()
+		}
 		return ok
 	}
 	if !c.enqueue(r) {
@@ -239,7 +243,7 @@ func (c *conn) awaitReads() bool {
 func (c *conn) releaseHeld() {
 	if c.held {
 		c.held = false
-		c.out.flush(true)
+		c.out.writeInline()
 	}
 }
 
@@ -286,10 +290,9 @@ func (c *conn) executeLoop(ctx context.Context) {
 		}
 		ok := c.complete(ctx, r)
 		c.queued.Add(-1)
-		// With nothing else admitted, the executor writes the reply itself rather than wake the
-		// writer for it: one goroutine wake-up fewer per request on an unhurried connection.
-		// With more queued it lets the writer write while it goes on answering.
-		c.out.flush(ok && len(c.reqs) == 0)
+		// The writer writes the executor's replies: writing them here, when nothing else was
+		// queued, measured no gain (docs/performance.md).
+		c.out.flush()
 		if !ok {
 			return
 		}

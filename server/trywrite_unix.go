@@ -1,16 +1,16 @@
 //go:build unix
 
-package sockwrite
+package server
 
 import "syscall"
 
-// Supported says whether TryWrite works on this platform.
-const Supported = true
+// tryWriteSupported says whether tryWrite works on this platform.
+const tryWriteSupported = true
 
-// TryWrite writes as much of b to the socket as it takes without waiting and returns how much
+// tryWrite writes as much of b to the socket as it takes without waiting and returns how much
 // that was: on a full socket buffer it returns what was written so far, with no error, instead
 // of waiting for room as net.Conn's Write does.
-func TryWrite(rc syscall.RawConn, b []byte) (int, error) {
+func tryWrite(rc syscall.RawConn, b []byte) (int, error) {
 	var n int
 	var werr error
 	err := rc.Write(func(fd uintptr) bool {

@@ -1,0 +1,17 @@
+//go:build !unix
+
+package server
+
+import (
+	"errors"
+	"syscall"
+)
+
+// tryWriteSupported says whether tryWrite works on this platform: not here, so callers leave every
+// write to a goroutine that may wait.
+const tryWriteSupported = false
+
+// tryWrite is not available on this platform.
+func tryWrite(syscall.RawConn, []byte) (int, error) {
+	return 0, errors.New("server: no non-blocking writes on this platform")
+}
