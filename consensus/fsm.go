@@ -214,9 +214,11 @@ func (f *fsm) applyTxn(b *znode.Batch, zxid int64, c *command) *znode.Result {
 	// without copies saves every create and setData one allocation of its whole data.
 	req, err := decodeTxn(jute.NewAliasDecoder(c.body, len(c.body)+1), c.op)
 	if err != nil {
-		// Proposers check bodies before proposing, so this is a bug somewhere; every server
-		// reaches the same verdict from the same bytes, so answering it is still deterministic.
-		f.log.Error("undecodable transaction body", "zxid", zxid, "op", c.op, "err", err)
+		// A client's write body is proposed as it arrived and decoded only here, so a client
+		// that sent a malformed one gets MarshallingError, as from ZooKeeper. Every server
+		// reaches the same verdict from the same bytes: the answer is deterministic. It is the
+		// client's fault, not the server's, hence Debug (on every replica).
+		f.log.Debug("undecodable transaction body", "zxid", zxid, "op", c.op, "err", err)
 		return &znode.Result{Zxid: zxid, Err: jute.CodeMarshallingError}
 	}
 	txn := znode.Txn{Time: c.time, Session: c.session, Auth: c.auth, Op: c.op, Req: req,

@@ -59,7 +59,9 @@
 // # Concurrency
 //
 // An Encoder, a Decoder or a FrameReader is not safe for concurrent use; each belongs to one
-// goroutine (a connection's reader or writer). Records are plain values with no hidden state: a
-// decoded record owns its memory (buffers and strings are copied out of the input), so it stays
-// valid after the frame buffer is reused and may be handed to other goroutines.
+// goroutine (a connection's reader or writer). Records are plain values with no hidden state. A
+// record decoded by NewDecoder owns its memory (buffers and strings are copied out of the
+// input), so it stays valid after the frame buffer is reused and may be handed to other
+// goroutines; one decoded by NewAliasDecoder shares its byte buffers with the input, which must
+// then stay unmodified for as long as the record is used.
 package jute
