@@ -39,6 +39,3 @@ func (c *conn) authenticate(p *jute.AuthPacket) bool {
 	c.log.Info("authentication failed", "scheme", p.Scheme)
 	return false
 }
-
-// digestFor is the digest id of user:password, as the digest scheme stores it.
-func digestFor(user, pass string) string { return znode.DigestID(user, pass) }

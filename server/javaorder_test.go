@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/zkd-io/zkd/jute"
+	"github.com/zkd-io/zkd/znode"
 )
 
 // The expected orders were observed on Apache ZooKeeper 3.8: whoAmI after a digest auth lists
@@ -14,7 +15,7 @@ func TestJavaHashSetOrder(t *testing.T) {
 		user, pass string
 		ipFirst    bool
 	}{{"alice", "secret", false}, {"alice", "pw", true}} {
-		dg := jute.Id{Scheme: "digest", ID: digestFor(tc.user, tc.pass)}
+		dg := jute.Id{Scheme: "digest", ID: znode.DigestID(tc.user, tc.pass)}
 		got := javaHashSetOrder([]jute.Id{ip, dg})
 		if (got[0] == ip) != tc.ipFirst {
 			t.Errorf("%s:%s: order %v; want ip first = %v", tc.user, tc.pass, got, tc.ipFirst)

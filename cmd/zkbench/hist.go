@@ -67,20 +67,6 @@ func (h *histogram) record(v int64) {
 // recordDuration adds one duration.
 func (h *histogram) recordDuration(d time.Duration) { h.record(int64(d)) }
 
-// merge adds every value of o into h.
-func (h *histogram) merge(o *histogram) {
-	if o.count == 0 {
-		return
-	}
-	for i, c := range o.counts {
-		h.counts[i] += c
-	}
-	h.count += o.count
-	h.sum += o.sum
-	h.min = min(h.min, o.min)
-	h.max = max(h.max, o.max)
-}
-
 // quantile returns the value at quantile q in [0, 1]: the value of the ceil(q·count)-th smallest
 // recording, as the midpoint of its bucket clamped to the exact min and max. An empty histogram
 // gives 0.

@@ -18,22 +18,6 @@ func (s schedule) due(i int64) time.Time {
 	return s.start.Add(time.Duration(float64(i) * 1e9 / s.rate))
 }
 
-// dueBy returns how many ops are due at or before t.
-func (s schedule) dueBy(t time.Time) int64 {
-	if t.Before(s.start) {
-		return 0
-	}
-	n := int64(t.Sub(s.start).Seconds()*s.rate) + 1
-	// Guard against rounding: make sure op n-1 is due and op n is not.
-	for n > 0 && s.due(n-1).After(t) {
-		n--
-	}
-	for !s.due(n).After(t) {
-		n++
-	}
-	return n
-}
-
 // openLoop issues ops at the scheduled times until ctx ends or limit ops (if > 0) have been
 // issued. launch starts op i, due at intended, and must call finish once it completes; at most
 // maxInFlight ops are outstanding, and when that many are, openLoop waits but the waiting ops keep

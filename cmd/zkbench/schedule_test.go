@@ -20,17 +20,6 @@ func TestScheduleDueTimes(t *testing.T) {
 	if got := s.due(3 * 3600); !got.Equal(start.Add(time.Hour)) {
 		t.Fatalf("due(10800) = %v, want start+1h", got)
 	}
-	for _, c := range []struct {
-		at   time.Duration
-		want int64
-	}{
-		{-time.Second, 0}, {0, 1}, {333 * time.Millisecond, 1}, {334 * time.Millisecond, 2},
-		{time.Second, 4}, {time.Hour, 3*3600 + 1},
-	} {
-		if got := s.dueBy(start.Add(c.at)); got != c.want {
-			t.Errorf("dueBy(start%+v) = %d, want %d", c.at, got, c.want)
-		}
-	}
 }
 
 // TestOpenLoopKeepsScheduleWhenServerStalls checks the absence of coordinated omission: with one

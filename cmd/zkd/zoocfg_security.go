@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 )
 
@@ -138,16 +137,4 @@ func refuseUnimplementedSecurity(key, k, v string) error {
 		return nil
 	}
 	return fmt.Errorf("zoo.cfg: %s: zkd does not implement this security setting; refusing to start less secure than configured (see docs/security.md)", key)
-}
-
-// unimplementedSecurityKeys lists the keys refused by refuseUnimplementedSecurity, sorted.
-func unimplementedSecurityKeys() []string {
-	var out []string
-	for k, ok := range securityKeys {
-		if !ok {
-			out = append(out, k)
-		}
-	}
-	sort.Strings(out)
-	return out
 }

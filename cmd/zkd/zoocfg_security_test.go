@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -106,4 +107,16 @@ func TestBinaryRefusesUnimplementedSecurity(t *testing.T) {
 	if err == nil || p.cmd.ProcessState.ExitCode() != 1 || !strings.Contains(p.out.String(), keys[0]+":") {
 		t.Fatalf("zkd with %s=true: %v, output %q; want exit 1 naming the key", keys[0], err, p.out.String())
 	}
+}
+
+// unimplementedSecurityKeys lists the keys refused by refuseUnimplementedSecurity, sorted.
+func unimplementedSecurityKeys() []string {
+	var out []string
+	for k, ok := range securityKeys {
+		if !ok {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
 }

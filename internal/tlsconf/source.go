@@ -160,23 +160,6 @@ func (s *Source) current() *material {
 	return m
 }
 
-// Reload re-reads the store files now, whatever the interval; an error leaves the previous
-// material in use.
-func (s *Source) Reload() error {
-	files, digest, err := s.read()
-	if err != nil {
-		return err
-	}
-	m, err := s.load(files, digest)
-	if err != nil {
-		return err
-	}
-	s.mu.Lock()
-	s.mu.cur, s.mu.checked = m, time.Now()
-	s.mu.Unlock()
-	return nil
-}
-
 // Certificate returns the key store's leaf certificate now in use, or nil without a key store.
 func (s *Source) Certificate() *x509.Certificate {
 	if c := s.current().cert; c != nil {

@@ -137,11 +137,6 @@ func (t *tree) state() *State {
 	return st
 }
 
-// Paths returns the state's paths in sorted order.
-func (s *State) Paths() []string {
-	return slices.Sorted(maps.Keys(s.Nodes))
-}
-
 // Ephemerals returns the paths session owns, sorted.
 func (s *State) Ephemerals(session int64) []string {
 	var out []string
