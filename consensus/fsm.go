@@ -28,22 +28,13 @@ import (
 // Apply, ApplyBatch, Snapshot and Restore run on raft's single FSM goroutine. Other goroutines read
 // the tree through view() (an atomic pointer to the current tree, whose View is safe anywhere).
 type fsm struct {
-	log       *slog.Logger
-	origin    string // this node incarnation's origin tag; results of its own entries are delivered
-	tree      atomic.Pointer[znode.Tree]
-	lastZxid  atomic.Int64
-	applied   applyWait
-	onApply   func(zxid int64, r *znode.Result, v *znode.View)
-	onRestore func(v *znode.View)
-	// deliver hands the result of an entry this node proposed to its waiting proposer.
-	deliver func(seq uint64, c *command, r *znode.Result)
-	// forwarded is told the index and term of every applied entry another node proposed.
-	forwarded func(origin string, seq, index, term uint64)
-	// batchApplied is told the index and term of the last entry of every applied batch.
-	batchApplied func(index, term uint64)
-	// restored is called after a snapshot replaced the tree: entries up to it were never applied
-	// one by one, so their proposers will not get a result.
-	restored func(zxid int64)
+	log      *slog.Logger
+	origin   string // this node incarnation's origin tag; results of its own entries are delivered
+	tree     atomic.Pointer[znode.Tree]
+	lastZxid atomic.Int64
+	applied  applyWait
+	// obs is told what the FSM did (fsmObserver); never nil.
+	obs fsmObserver
 	// sessions observes session creation and closing on every node (the leader keeps deadlines).
 	sessions *sessionTracker
 	applies  atomic.Int64
@@ -59,10 +50,9 @@ type fsm struct {
 	snapBytes     uint64
 	snapByTree    bool
 	snapOps       uint64
-	wantSnapshot  func()
-	// onSnapshot, if set, is told at the start of every snapshot the bytes and entries applied
-	// since the last one and the tree's data size (Node.trailFor).
-	onSnapshot func(bytes, entries uint64, dataSize int64)
+	// snapshots is set when the FSM is to ask for snapshots (obs.snapshotDue); a Memory takes
+	// none.
+	snapshots bool
 	// metrics receives the apply, propagation and snapshot times (metrics.go); nil in some tests.
 	metrics *metrics
 	// snapDir is the directory raft's file snapshot store writes under ("" in memory); paced
@@ -78,8 +68,43 @@ var (
 	_ raft.BatchingFSM = (*fsm)(nil)
 )
 
+// fsmObserver is told what the FSM does, on the FSM goroutine, in this order for each batch:
+// applied for each transaction, then delivered or forwardApplied for each, then batchApplied.
+// Implementations must not block for long: they delay every later apply. nopObserver does
+// nothing; *Node's is nodeObserver, a Memory's memoryObserver.
+type fsmObserver interface {
+	// applied is Config.OnApply's call (see there): every transaction in zxid order, v nil but
+	// for the batch's last.
+	applied(zxid int64, r *znode.Result, v *znode.View)
+	// delivered hands the result of an entry this node incarnation proposed to its proposer.
+	delivered(seq uint64, c *command, r *znode.Result)
+	// forwardApplied is told the index and term of an applied entry another node proposed.
+	forwardApplied(origin string, seq, index, term uint64)
+	// batchApplied is told the index and term of the last entry of every applied batch.
+	batchApplied(index, term uint64)
+	// restored follows a snapshot that replaced the tree, with the zxid it restored to (entries
+	// up to it were never applied one by one, so their proposers get no result) and its view.
+	restored(zxid int64, v *znode.View)
+	// snapshotDue asks for a snapshot: enough was applied since the last (fsm.snapshots only).
+	snapshotDue()
+	// snapshotStarting is told, at the start of every snapshot, the bytes and entries applied
+	// since the last one and the tree's data size.
+	snapshotStarting(bytes, entries uint64, dataSize int64)
+}
+
+// nopObserver is an fsmObserver that does nothing; embed it to implement only some calls.
+type nopObserver struct{}
+
+func (nopObserver) applied(int64, *znode.Result, *znode.View)     {}
+func (nopObserver) delivered(uint64, *command, *znode.Result)     {}
+func (nopObserver) forwardApplied(string, uint64, uint64, uint64) {}
+func (nopObserver) batchApplied(uint64, uint64)                   {}
+func (nopObserver) restored(int64, *znode.View)                   {}
+func (nopObserver) snapshotDue()                                  {}
+func (nopObserver) snapshotStarting(uint64, uint64, int64)        {}
+
 func newFSM(log *slog.Logger, origin string) *fsm {
-	f := &fsm{log: log, origin: origin}
+	f := &fsm{log: log, origin: origin, obs: nopObserver{}}
 	f.tree.Store(znode.New())
 	return f
 }
@@ -120,9 +145,9 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 	}
 	clear(done)
 	f.done = done[:0]
-	if f.batchApplied != nil && len(logs) > 0 {
+	if len(logs) > 0 {
 		last := logs[len(logs)-1]
-		f.batchApplied(last.Index, last.Term)
+		f.obs.batchApplied(last.Index, last.Term)
 	}
 	return out
 }
@@ -172,9 +197,9 @@ func (f *fsm) applyCommand(b *znode.Batch, l *raft.Log) (appliedEntry, bool) {
 	}
 	f.entsSinceSnap.Add(1)
 	n, o := f.sinceSnap.Add(uint64(len(l.Data))), f.opsSinceSnap.Add(ops)
-	if f.wantSnapshot != nil && (n >= f.snapBytes || (f.snapOps > 0 && o >= f.snapOps)) && f.snapDue(n, o) {
+	if f.snapshots && (n >= f.snapBytes || (f.snapOps > 0 && o >= f.snapOps)) && f.snapDue(n, o) {
 		f.snapAsks.Add(1)
-		f.wantSnapshot()
+		f.obs.snapshotDue()
 	}
 	return appliedEntry{l: l, c: c, res: res}, true
 }
@@ -182,14 +207,12 @@ func (f *fsm) applyCommand(b *znode.Batch, l *raft.Log) (appliedEntry, bool) {
 // finish runs the hooks of a published batch's transactions (see ApplyBatch for their order).
 func (f *fsm) finish(v *znode.View, done []appliedEntry) {
 	last := len(done) - 1
-	if f.onApply != nil {
-		for k := range done {
-			var pub *znode.View
-			if k == last {
-				pub = v
-			}
-			f.onApply(int64(done[k].l.Index), done[k].res, pub)
+	for k := range done {
+		var pub *znode.View
+		if k == last {
+			pub = v
 		}
+		f.obs.applied(int64(done[k].l.Index), done[k].res, pub)
 	}
 	zxid := int64(done[last].l.Index)
 	f.lastZxid.Store(zxid)
@@ -198,12 +221,10 @@ func (f *fsm) finish(v *znode.View, done []appliedEntry) {
 		e := &done[k]
 		switch {
 		case e.c.origin == f.origin:
-			if f.deliver != nil {
-				c := e.c // the proposer keeps it; e is reused by the next batch
-				f.deliver(c.seq, &c, e.res)
-			}
-		case f.forwarded != nil:
-			f.forwarded(e.c.origin, e.c.seq, e.l.Index, e.l.Term)
+			c := e.c // the proposer keeps it; e is reused by the next batch
+			f.obs.delivered(c.seq, &c, e.res)
+		default:
+			f.obs.forwardApplied(e.c.origin, e.c.seq, e.l.Index, e.l.Term)
 		}
 	}
 }
@@ -260,9 +281,7 @@ func (f *fsm) resetSnapCount() {
 // Snapshot captures the current view; Persist writes it while applies continue.
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	v := f.view()
-	if f.onSnapshot != nil {
-		f.onSnapshot(f.sinceSnap.Load(), f.entsSinceSnap.Load(), v.DataSize())
-	}
+	f.obs.snapshotStarting(f.sinceSnap.Load(), f.entsSinceSnap.Load(), v.DataSize())
 	f.resetSnapCount()
 	s := &fsmSnapshot{view: v, start: time.Now(), dir: f.snapDir, paced: &f.paced}
 	if f.metrics != nil {
@@ -287,12 +306,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	}
 	f.applied.trigger(zxid)
 	f.log.Info("restored snapshot", "zxid", zxid)
-	if f.restored != nil {
-		f.restored(zxid)
-	}
-	if f.onRestore != nil {
-		f.onRestore(t.View())
-	}
+	f.obs.restored(zxid, t.View())
 	return nil
 }
 

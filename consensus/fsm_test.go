@@ -161,7 +161,9 @@ func TestApplyBatchHookOrder(t *testing.T) {
 	logs := randomEntries(5, 60)
 	f := newFSM(slog.New(slog.DiscardHandler), "gen") // the generator's origin: every entry is "ours"
 	var calls []string
-	f.onApply = func(zxid int64, r *znode.Result, v *znode.View) {
+	obs := &funcObserver{}
+	f.obs = obs
+	obs.apply = func(zxid int64, r *znode.Result, v *znode.View) {
 		if r.Zxid != zxid {
 			t.Errorf("hook for zxid %d got the result of %d", zxid, r.Zxid)
 		}
@@ -171,7 +173,7 @@ func TestApplyBatchHookOrder(t *testing.T) {
 		}
 		calls = append(calls, fmt.Sprintf("apply %d view %d", zxid, z))
 	}
-	f.deliver = func(seq uint64, c *command, r *znode.Result) {
+	obs.deliver = func(seq uint64, c *command, r *znode.Result) {
 		if got := f.lastZxid.Load(); got < r.Zxid {
 			t.Errorf("result of %d delivered while lastZxid is %d", r.Zxid, got)
 		}
@@ -203,5 +205,24 @@ func TestApplyBatchHookOrder(t *testing.T) {
 		if f.view().Zxid() != last || len(out) != len(batch) {
 			t.Fatalf("batch %d-%d: tree at %d, %d results", first, last, f.view().Zxid(), len(out))
 		}
+	}
+}
+
+// funcObserver is an fsmObserver that hands applies and deliveries to functions.
+type funcObserver struct {
+	nopObserver
+	apply   func(zxid int64, r *znode.Result, v *znode.View)
+	deliver func(seq uint64, c *command, r *znode.Result)
+}
+
+func (o *funcObserver) applied(zxid int64, r *znode.Result, v *znode.View) {
+	if o.apply != nil {
+		o.apply(zxid, r, v)
+	}
+}
+
+func (o *funcObserver) delivered(seq uint64, c *command, r *znode.Result) {
+	if o.deliver != nil {
+		o.deliver(seq, c, r)
 	}
 }

@@ -71,8 +71,7 @@ func NewMemory(cfg MemoryConfig) *Memory {
 	m.metrics.leaderSince.Store(time.Now().UnixNano())
 	m.fsm = newFSM(m.log, m.origin)
 	m.fsm.metrics = m.metrics
-	m.fsm.onApply = cfg.OnApply
-	m.fsm.onRestore = cfg.OnRestore
+	m.fsm.obs = memoryObserver{cfg: &m.cfg}
 	m.fsm.sessions = m.sessions
 	m.wg.Go(m.expireLoop)
 	return m
@@ -267,5 +266,23 @@ func (m *Memory) expireLoop() {
 		}
 		m.stats.expired.Add(int64(len(ids)))
 		m.metrics.staleExpired.Add(int64(len(ids)))
+	}
+}
+
+// memoryObserver hands a Memory's applies and restores to its configuration's hooks.
+type memoryObserver struct {
+	nopObserver
+	cfg *MemoryConfig
+}
+
+func (o memoryObserver) applied(zxid int64, r *znode.Result, v *znode.View) {
+	if o.cfg.OnApply != nil {
+		o.cfg.OnApply(zxid, r, v)
+	}
+}
+
+func (o memoryObserver) restored(_ int64, v *znode.View) {
+	if o.cfg.OnRestore != nil {
+		o.cfg.OnRestore(v)
 	}
 }

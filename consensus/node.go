@@ -188,35 +188,14 @@ func New(cfg Config) (*Node, error) {
 	n.metrics.unavailSince.Store(time.Now().UnixNano())
 	n.fsm = newFSM(n.log, n.origin)
 	n.fsm.metrics = n.metrics
-	n.fsm.onApply = cfg.OnApply
-	n.fsm.onRestore = cfg.OnRestore
-	n.fsm.deliver = n.deliver
 	n.fwd = newForwards()
-	n.fsm.forwarded = n.forwardApplied
-	n.fsm.batchApplied = func(index, term uint64) {
-		n.flushForwards()
-		if !n.raftLeads() {
-			return // only a leader announces (runAnnouncer checks again): no wake-up for nothing
-		}
-		told := ""
-		if n.fwdLast.index == index {
-			told = n.fwdLast.server // its answer carries this very commit
-		}
-		n.announce.offerExcept(index, term, told)
-	}
-	n.fsm.sessions = n.sessions
-	n.fsm.restored = n.restoredTree
 	n.snap = make(chan struct{}, 1)
+	n.fsm.obs = nodeObserver{n}
+	n.fsm.sessions = n.sessions
+	n.fsm.snapshots = true
 	n.fsm.snapBytes = cfg.SnapshotBytes
 	n.fsm.snapByTree = cfg.snapshotBytesByTree
 	n.fsm.snapOps = cfg.SnapshotThreshold
-	n.fsm.wantSnapshot = func() {
-		select {
-		case n.snap <- struct{}{}:
-		default:
-		}
-	}
-	n.fsm.onSnapshot = n.trailFor
 	opening := time.Now()
 	err := n.open()
 	var d *DamageError
