@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zkd-io/zkd/internal/storage"
 	"github.com/zkd-io/zkd/jute"
 )
 
@@ -248,9 +249,9 @@ func TestTornTailRecovered(t *testing.T) {
 
 	walA := filepath.Join(tmpl.dir, "raft", walDirName)
 	walB := filepath.Join(later, "raft", walDirName)
-	tail := walSegmentOf(walA, ^uint64(0))
-	if walSegmentOf(walB, ^uint64(0)) != filepath.Join(walB, filepath.Base(tail)) {
-		t.Fatalf("the later appends started a new segment (%s after %s): make the test's entries smaller", walSegmentOf(walB, ^uint64(0)), tail)
+	tail := lastSegment(walA)
+	if lastSegment(walB) != filepath.Join(walB, filepath.Base(tail)) {
+		t.Fatalf("the later appends started a new segment (%s after %s): make the test's entries smaller", lastSegment(walB), tail)
 	}
 	a, _ := os.ReadFile(tail)
 	b, _ := os.ReadFile(filepath.Join(walB, filepath.Base(tail)))
@@ -265,15 +266,15 @@ func TestTornTailRecovered(t *testing.T) {
 	if err := os.WriteFile(seg, torn, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, n, _ := tornTail(filepath.Dir(seg), false); n == 0 {
+	if rep, _ := storage.VerifyDir(crashed); rep.TornBytes == 0 {
 		t.Fatal("the crafted torn append is not seen as one")
 	}
 	got, err := openDamaged(t, crashed)
 	if err != nil || !bytes.Equal(got, tmpl.want) {
 		t.Fatalf("after a torn append: err %v, the acknowledged tree served %v", err, bytes.Equal(got, tmpl.want))
 	}
-	if _, n, _ := tornTail(filepath.Dir(seg), false); n != 0 {
-		t.Fatalf("%d torn bytes left after the start", n)
+	if rep, err := storage.VerifyDir(crashed); err != nil || rep.TornBytes != 0 {
+		t.Fatalf("%d torn bytes left after the start (%v)", rep.TornBytes, err)
 	}
 	// Appends continue after the recovered end, across a restart.
 	n, err = New(standaloneConfig(t, crashed))

@@ -2,11 +2,10 @@ package consensus
 
 import (
 	"errors"
-	"os"
 	"path/filepath"
-	"syscall"
 	"time"
 
+	"github.com/zkd-io/zkd/internal/storage"
 	"github.com/zkd-io/zkd/internal/third_party/raft"
 	wal "github.com/zkd-io/zkd/internal/third_party/raft-wal"
 )
@@ -42,53 +41,11 @@ const (
 	diskCheckBytes  = 256 << 10 // appended between two looks at the free space on the write path
 )
 
-// diskNeed is the space a node needs to keep taking writes: a new segment and room for
-// metadata and the reserve.
-func diskNeed(segSize int) uint64 { return uint64(segSize) + 2*diskReserveSize }
-
-// isStorageFault reports whether a failed write is the disk's trouble rather than the request's:
-// no space, no quota, or an I/O error. The node treats them alike: it refuses client writes and
-// waits for the disk rather than stepping down or electing itself over and over.
-func isStorageFault(err error) bool {
-	return isNoSpace(err) || errors.Is(err, syscall.EIO)
-}
-
-// isNoSpace reports whether err is a full disk or an exhausted quota.
-func isNoSpace(err error) bool {
-	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
-}
-
-// makeReserve creates the reserve file in dir if it is missing and there is room.
-func makeReserve(dir string) {
-	path := filepath.Join(dir, diskReserveName)
-	if st, err := os.Stat(path); err == nil && st.Size() == diskReserveSize {
-		return
-	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
-	if err != nil {
-		return
-	}
-	// Written, not truncated to size: a sparse file would free nothing.
-	_, err = f.Write(make([]byte, diskReserveSize))
-	if err == nil {
-		err = f.Sync()
-	}
-	f.Close()
-	if err != nil {
-		os.Remove(path)
-	}
-}
-
-// releaseReserve deletes the reserve file; it reports whether there was one.
-func releaseReserve(dir string) bool {
-	return os.Remove(filepath.Join(dir, diskReserveName)) == nil
-}
-
 // noteStoreError is called with every failed log or metadata write.
 func (n *Node) noteStoreError(err error) {
-	if isStorageFault(err) || errors.Is(err, wal.ErrSealed) {
+	if storage.IsStorageFault(err) || errors.Is(err, wal.ErrSealed) {
 		n.log.Debug("a log store write failed for want of space", "err", err)
-		free, _ := diskFree(filepath.Join(n.cfg.Dir, "raft"))
+		free, _ := storage.DiskFree(filepath.Join(n.cfg.Dir, "raft"))
 		n.markFull(free)
 		return
 	}
@@ -99,7 +56,7 @@ func (n *Node) noteStoreError(err error) {
 func (n *Node) markFull(free uint64) {
 	if !n.diskFull.Swap(true) {
 		n.log.Error("the data directory's disk is full: client writes are refused until space is freed",
-			"dir", n.cfg.Dir, "free_bytes", free, "needed_bytes", diskNeed(n.segSize))
+			"dir", n.cfg.Dir, "free_bytes", free, "needed_bytes", storage.DiskNeed(n.segSize))
 	}
 }
 
@@ -107,11 +64,11 @@ func (n *Node) markFull(free uint64) {
 // there is at least the need (a full node takes writes again only with a margin more; the
 // guard's ticker decides that).
 func (n *Node) spaceOK() bool {
-	free, ok := diskFree(filepath.Join(n.cfg.Dir, "raft"))
+	free, ok := storage.DiskFree(filepath.Join(n.cfg.Dir, "raft"))
 	if !ok {
 		return true
 	}
-	if free < diskNeed(n.segSize) {
+	if free < storage.DiskNeed(n.segSize) {
 		n.markFull(free)
 		return false
 	}
@@ -133,8 +90,8 @@ func (n *Node) diskWait() bool {
 // snapshot (SnapshotBytes) besides the guard's need; a snapshot, about the tree's size, is
 // written beside it too.
 func (n *Node) warnSmallVolume(dir string) {
-	free, ok := diskFree(dir)
-	if ok && n.cfg.SnapshotBytes < 1<<62 && free < diskNeed(n.segSize)+n.cfg.SnapshotBytes {
+	free, ok := storage.DiskFree(dir)
+	if ok && n.cfg.SnapshotBytes < 1<<62 && free < storage.DiskNeed(n.segSize)+n.cfg.SnapshotBytes {
 		n.log.Warn("the data volume has less free space than the log may grow to before a snapshot; "+
 			"writes will be refused when it runs low: add space, or lower snapSizeLimitInKb and snapCount",
 			"dir", n.cfg.Dir, "free_bytes", free, "snapshot_bytes", n.cfg.SnapshotBytes)
@@ -143,7 +100,7 @@ func (n *Node) warnSmallVolume(dir string) {
 
 // runDiskGuard watches the space left on the data directory's file system.
 func (n *Node) runDiskGuard(dir string, segSize int) {
-	need := diskNeed(segSize)
+	need := storage.DiskNeed(segSize)
 	t := time.NewTicker(diskPoll)
 	defer t.Stop()
 	var lastTransfer, lastRemind time.Time
@@ -153,7 +110,7 @@ func (n *Node) runDiskGuard(dir string, segSize int) {
 			return
 		case <-t.C:
 		}
-		free, ok := diskFree(dir)
+		free, ok := storage.DiskFree(dir)
 		if !ok {
 			continue
 		}
@@ -163,7 +120,7 @@ func (n *Node) runDiskGuard(dir string, segSize int) {
 			lastRemind = time.Now()
 			n.markFull(free)
 		case full && free >= need+diskMargin:
-			makeReserve(filepath.Join(dir, walDirName))
+			storage.MakeReserve(storage.WALDir(dir))
 			n.diskFull.Store(false)
 			lastRemind = time.Time{}
 			n.log.Info("the data directory has space again: client writes are taken", "dir", n.cfg.Dir, "free_bytes", free)

@@ -1,7 +1,6 @@
 package consensus
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/zkd-io/zkd/internal/storage"
 	"github.com/zkd-io/zkd/internal/third_party/raft"
 
 	"github.com/zkd-io/zkd/internal/metric"
@@ -293,7 +293,7 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 // Restore replaces the tree with the snapshot's.
 func (f *fsm) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
-	t, err := readSnapshotStream(rc)
+	t, err := storage.ReadSnapshot(rc)
 	if err != nil {
 		return fmt.Errorf("consensus: restore: %w", err)
 	}
@@ -319,22 +319,9 @@ type fsmSnapshot struct {
 }
 
 // Persist streams the view into the sink; raft's snapshot store checksums and fsyncs it. The
-// file's pages are written out chunk by chunk as it grows (see snapshotSyncChunk).
+// file's pages are written out chunk by chunk as it grows (storage.PersistSnapshot).
 func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
-	var out io.Writer = sink
-	if f := snapshotFile(s.dir, sink.ID()); f != nil {
-		defer f.Close()
-		out = &chunkSyncer{w: sink, chunk: snapshotSyncChunk, sync: func(off, n int64) {
-			writeOut(f, off, n)
-			s.paced.Add(1)
-		}}
-	}
-	bw := bufio.NewWriterSize(out, 1<<16)
-	err := writeSnapshot(bw, s.view)
-	if err == nil {
-		err = bw.Flush()
-	}
-	if err != nil {
+	if err := storage.PersistSnapshot(sink, s.dir, s.view, func() { s.paced.Add(1) }); err != nil {
 		_ = sink.Cancel()
 		return fmt.Errorf("consensus: persist snapshot: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/zkd-io/zkd/internal/storage"
 	"github.com/zkd-io/zkd/internal/third_party/raft"
 
 	"github.com/zkd-io/zkd/jute"
@@ -101,7 +102,7 @@ func randomEntries(seed uint64, count int) []*raft.Log {
 func snapOf(t *testing.T, f *fsm) []byte {
 	t.Helper()
 	var b bytes.Buffer
-	if err := writeSnapshot(&b, f.view()); err != nil {
+	if err := storage.WriteSnapshot(&b, f.view()); err != nil {
 		t.Fatal(err)
 	}
 	return b.Bytes()

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/zkd-io/zkd/internal/raftnet"
+	"github.com/zkd-io/zkd/internal/storage"
 	"github.com/zkd-io/zkd/jute"
 	"github.com/zkd-io/zkd/znode"
 )
@@ -53,7 +54,7 @@ func getData(t testing.TB, n *Node, path string) ([]byte, jute.Stat, bool) {
 func snapshotBytes(t testing.TB, n *Node) []byte {
 	t.Helper()
 	var b bytes.Buffer
-	if err := writeSnapshot(&b, n.View()); err != nil {
+	if err := storage.WriteSnapshot(&b, n.View()); err != nil {
 		t.Fatalf("snapshot: %v", err)
 	}
 	return b.Bytes()

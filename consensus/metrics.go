@@ -2,12 +2,12 @@ package consensus
 
 import (
 	"io"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/zkd-io/zkd/internal/storage"
 	"github.com/zkd-io/zkd/internal/third_party/raft"
 
 	"github.com/zkd-io/zkd/internal/metric"
@@ -336,31 +336,11 @@ func (n *Node) followerStats(last uint64) []FollowerStats {
 	return out
 }
 
-// diskUsage returns the bytes of the Raft log (everything under Dir/raft but the snapshots) and
-// of the snapshots, counting those being deleted; zero for in-memory stores.
+// diskUsage returns the bytes of the Raft log and of the snapshots (storage.DiskUsage); zero
+// for in-memory stores.
 func (n *Node) diskUsage() (logBytes, snapshotBytes int64) {
 	if n.cfg.Dir == "" {
 		return 0, 0
 	}
-	dir := filepath.Join(n.cfg.Dir, "raft")
-	under := func(p, name string) bool {
-		rel, err := filepath.Rel(filepath.Join(dir, name), p)
-		return err == nil && filepath.IsLocal(rel)
-	}
-	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return nil
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return nil
-		}
-		if under(p, snapshotsDirName) || under(p, reapDirName) { // the latter being deleted (reap.go)
-			snapshotBytes += fi.Size()
-		} else {
-			logBytes += fi.Size()
-		}
-		return nil
-	})
-	return logBytes, snapshotBytes
+	return storage.DiskUsage(filepath.Join(n.cfg.Dir, "raft"))
 }

@@ -9,12 +9,12 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/zkd-io/zkd/internal/storage"
 	"github.com/zkd-io/zkd/internal/third_party/raft"
 
 	"github.com/zkd-io/zkd/znode"
@@ -39,15 +39,6 @@ var (
 	// ErrSessionMoved reports a write for a session that has since reattached on another server;
 	// nothing was proposed. The server closes the stale connection, as ZooKeeper does.
 	ErrSessionMoved = errors.New("consensus: session moved to another server")
-)
-
-// The log cache keeps the newest entries in memory for the replicators and for followers' applies
-// (see third_party/raft/ZKD.md). It is bounded by entries and by bytes: by entries alone, 512 entries of 1 MiB values would pin 512 MiB,
-// and even a bulk load in multis of 100 kept 12 MiB live and about as much again in the
-// half-empty spans of the large size classes those entries come from. A miss reads the log store.
-const (
-	logCacheEntries = 512
-	logCacheBytes   = 4 << 20
 )
 
 // Node is one server of the replicated znode state machine. All its methods are safe for
@@ -243,65 +234,23 @@ func (n *Node) open() error {
 		mem := raft.NewInmemStore()
 		logs, stable, snaps = mem, mem, raft.NewInmemSnapshotStore()
 	} else {
-		dir := filepath.Join(cfg.Dir, "raft")
-		if err := os.MkdirAll(dir, 0o750); err != nil {
-			return fmt.Errorf("consensus: data dir: %w", err)
-		}
-		lock, err := lockDir(dir)
+		st, err := storage.Open(cfg.Dir, storage.Options{
+			Kind: cfg.LogStore, SegmentSize: cfg.walSegmentSize, SnapshotRetain: cfg.SnapshotRetain,
+			Log: n.log, HCLog: hl,
+			OnError: n.noteStoreError, Full: n.diskWait, SpaceOK: n.spaceOK, Quit: n.stop,
+		})
 		if err != nil {
 			return err
 		}
-		fresh := !exists(filepath.Join(dir, walDirName)) && !exists(filepath.Join(dir, boltName)) && !hasSnapshots(dir)
-		segSize := cfg.walSegmentSize
-		if segSize == 0 {
-			segSize = segmentSizeFor(dir)
-		}
-		store, err := openLogStore(dir, cfg.LogStore, segSize, fresh, hl)
-		if err != nil {
-			lock.Close()
-			return err
-		}
-		store.onError = n.noteStoreError
-		n.segSize = segSize
-		store.full, store.spaceOK, store.quit = n.diskWait, n.spaceOK, n.stop
-		if cfg.LogStore != LogStoreBolt {
-			walDir := filepath.Join(dir, walDirName)
-			store.reopen = func() (storeBackend, error) {
-				if _, err := unsealTail(walDir); err != nil {
-					return nil, fmt.Errorf("consensus: undo a failed rotation: %w", err)
-				}
-				return openWAL(walDir, segSize, hl)
-			}
-			store.reopened = func() {
-				n.log.Info("reopened the log store after a segment could not be created for want of space", "dir", walDir)
-			}
-		}
-		makeReserve(filepath.Join(dir, walDirName))
-		n.warnSmallVolume(dir)
-		n.store = storeCloser{store: store, lock: lock}
-		stable = store
-		n.fsm.snapDir = dir
-		fss, err := raft.NewFileSnapshotStoreWithLogger(dir, retainAllSnapshots, hl.Named("snapshots"))
-		if err != nil {
-			return fmt.Errorf("consensus: snapshot store: %w", err)
-		}
-		snaps = checkedSnapshots{FileSnapshotStore: fss, root: filepath.Join(dir, snapshotsDirName),
-			reaper: &snapshotReaper{store: fss, dir: dir, retain: cfg.SnapshotRetain, log: n.log}}
-		// Nothing reaches Raft before every entry and the newest snapshot verify.
-		if err := checkState(dir, store, fss, false); err != nil {
-			return err
-		}
-		if file, torn, err := tornTail(filepath.Join(dir, walDirName), true); err == nil && torn > 0 {
-			last, _ := store.LastIndex()
+		n.store, n.segSize = st, st.SegmentSize
+		n.warnSmallVolume(st.Dir)
+		n.fsm.snapDir = st.Dir
+		if st.TornBytes > 0 {
+			last, _ := st.Log.LastIndex()
 			n.log.Warn("the log ended in an append a crash interrupted; it was never acknowledged and is dropped",
-				"file", file, "last_index", last, "dropped_bytes", torn)
+				"file", st.TornFile, "last_index", last, "dropped_bytes", st.TornBytes)
 		}
-		cache, err := raft.NewLogCache(logCacheEntries, store)
-		if err != nil {
-			return fmt.Errorf("consensus: log cache: %w", err)
-		}
-		cache.SetMaxBytes(logCacheBytes)
-		logs = cache
+		logs, stable, snaps = st.Log, st.Stable, st.Snapshots
 	}
 	n.snaps = snaps
 	last, err := logs.LastIndex()

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zkd-io/zkd/internal/storage"
 	"github.com/zkd-io/zkd/jute"
 )
 
@@ -46,7 +47,7 @@ func TestTrailingLogsFollowEntrySize(t *testing.T) {
 	if err := n.Snapshot(); err != nil {
 		t.Fatal(err)
 	}
-	logs := n.store.(storeCloser).store.(*checkedStore)
+	logs := n.store.(*storage.Stores).Log
 	first, err := logs.FirstIndex()
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zkd-io/zkd/internal/storage"
 	"github.com/zkd-io/zkd/jute"
 )
 
@@ -86,7 +87,7 @@ func TestDirectoryBeforeChecksumsUpgrades(t *testing.T) {
 	if !exists(filepath.Join(wal, walMetaFileName)) || !exists(filepath.Join(wal, walMetaName+migratedExt)) || exists(filepath.Join(wal, walMetaName)) {
 		t.Fatal("the bbolt metadata was not migrated to the checksummed file")
 	}
-	rep, err := VerifyDir(dir)
+	rep, err := storage.VerifyDir(dir)
 	if err != nil {
 		t.Fatalf("verify after the upgrade: %v", err)
 	}

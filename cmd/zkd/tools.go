@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/zkd-io/zkd/consensus"
+	"github.com/zkd-io/zkd/internal/storage"
 	"github.com/zkd-io/zkd/znode"
 )
 
@@ -73,7 +74,7 @@ func verifyCmd(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	dir := fs.Arg(0)
-	rep, err := consensus.VerifyDir(dir)
+	rep, err := storage.VerifyDir(dir)
 	if err != nil {
 		fmt.Fprintf(stderr, "zkd verify: %v\n", err)
 		var d *consensus.DamageError
@@ -135,7 +136,7 @@ func dumpCmd(args []string, stdout, stderr io.Writer) int {
 			return err
 		})
 	} else {
-		err = consensus.DumpSnapshot(fs.Arg(0), func(zxid int64, ss []znode.Session) error {
+		err = storage.DumpSnapshot(fs.Arg(0), func(zxid int64, ss []znode.Session) error {
 			if *asJSON {
 				type sess struct {
 					ID      string `json:"session"`
@@ -155,7 +156,7 @@ func dumpCmd(args []string, stdout, stderr io.Writer) int {
 				fmt.Fprintf(stdout, "session 0x%x\ttimeout %d\n", s.ID, s.Timeout)
 			}
 			return nil
-		}, func(n consensus.NodeRecord) error {
+		}, func(n storage.NodeRecord) error {
 			if *asJSON {
 				return enc.Encode(n)
 			}
@@ -184,7 +185,7 @@ func repairCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "zkd repair: -truncate %q: not an index\n", *from)
 		return 2
 	}
-	n, err := consensus.TruncateLog(fs.Arg(0), idx)
+	n, err := storage.TruncateLog(fs.Arg(0), idx)
 	if err != nil {
 		fmt.Fprintf(stderr, "zkd repair: %v\n", err)
 		return 1

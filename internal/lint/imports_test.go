@@ -89,6 +89,10 @@ func TestLayering(t *testing.T) {
 		{"internal/zkfile", func(p string) bool {
 			return !strings.HasPrefix(p, module+"/") || p == module+"/jute" || p == module+"/znode"
 		}, "zkfile is pure: it reads ZooKeeper's files into znode values and knows no server or consensus"},
+		{"internal/storage", func(p string) bool {
+			return !strings.HasPrefix(p, module+"/") || p == module+"/jute" || p == module+"/znode" ||
+				strings.HasPrefix(p, module+"/internal/third_party/")
+		}, "storage owns the files under a data directory: Raft's stores and the snapshot format, no replication, server or commands"},
 		{"recipes", func(p string) bool { return !strings.HasPrefix(p, module+"/") || p == module+"/recipes" },
 			"recipes run on go-zookeeper/zk against any server: no zkd internals"},
 		{"conformance", func(p string) bool {
