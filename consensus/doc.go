@@ -13,7 +13,7 @@
 //     stops everything it started. Memory is the in-memory twin for tests: the same entries,
 //     FSM, hooks and session rules without Raft, network or disk.
 //   - Peers share one listener; a connection's first byte picks Raft's transport (0x01) or the
-//     cluster RPC (0x02), and with Config.TLS every peer connection is mutual TLS (peertls.go).
+//     cluster RPC (0x02), and with Config.TLS every peer connection is mutual TLS (internal/peernet).
 //   - Writes: Propose, or Start then Pending.Wait to pipeline a session's writes in order. The
 //     request body goes in as the client sent it and is decoded once, when applied; a write
 //     returns only after this node applied it, so the session reads its own write and the

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/zkd-io/zkd/internal/peernet"
 	"github.com/zkd-io/zkd/internal/storage"
 	"github.com/zkd-io/zkd/internal/third_party/raft"
 
@@ -53,16 +54,16 @@ type Node struct {
 	raft   *raft.Raft
 	trans  *raft.NetworkTransport
 	rtrans *retryTransport // what raft sends through: trans, waiting for unreachable followers
-	layer  *streamLayer
+	layer  *peernet.StreamLayer
 	ln     net.Listener
 	logs   raft.LogStore
 	store  io.Closer // the durable log and stable store; nil in memory
 	snaps  raft.SnapshotStore
 	notify chan bool
 
-	tls *peerTLS // nil without Config.TLS
+	tls *peernet.TLS // nil without Config.TLS
 	// plainRefused logs TLS connections refused by a plaintext peer port, once per remote host.
-	plainRefused failLog
+	plainRefused peernet.FailLog
 
 	seq     atomic.Uint64
 	sidMu   sync.Mutex
@@ -163,7 +164,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	if cfg.TLS != nil {
-		n.tls = newPeerTLS(*cfg.TLS, n.log, n.memberAddrs)
+		n.tls = peernet.NewTLS(*cfg.TLS, n.log, n.memberAddrs)
 	}
 	n.mu.pending = make(map[uint64]*Pending)
 	n.mu.lastSeq = make(map[int64]uint64)
@@ -261,7 +262,7 @@ func (n *Node) open() error {
 	logs = relayedLogs{LogStore: logs, r: n.relay}
 	n.logs = logs
 
-	n.layer = newStreamLayer(ln.Addr(), n.dialPeer)
+	n.layer = peernet.NewStreamLayer(ln.Addr(), n.dialPeer)
 	n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  n.layer,
 		MaxPool: 3,
@@ -355,7 +356,7 @@ func (n *Node) acceptLoop() {
 			}
 			continue
 		}
-		tunePeerConn(c)
+		peernet.Tune(c)
 		n.mu.Lock()
 		if n.mu.closing {
 			n.mu.Unlock()
@@ -380,9 +381,9 @@ func (n *Node) handleConn(raw net.Conn) {
 		return
 	}
 	switch kind {
-	case connRaft:
-		n.layer.handoff(c)
-	case connRPC:
+	case peernet.ConnRaft:
+		n.layer.Handoff(c)
+	case peernet.ConnRPC:
 		n.serveRPC(c)
 	default:
 		n.log.Warn("unknown peer connection type", "byte", kind, "remote", c.RemoteAddr())
@@ -390,21 +391,21 @@ func (n *Node) handleConn(raw net.Conn) {
 	}
 }
 
-// openConn reads an accepted connection's first byte, within handshakeTimeout, and returns the
+// openConn reads an accepted connection's first byte, within peernet.HandshakeTimeout, and returns the
 // connection type. With PeerTLS, a first byte of 0x16 starts a TLS handshake and the type is the
 // first byte inside it; a plaintext connection is refused unless AcceptPlaintext. Without
 // PeerTLS, a TLS handshake is refused (logged once per remote host). The returned connection is
 // the one to use (TLS or c) and is always non-nil.
 func (n *Node) openConn(c net.Conn) (net.Conn, byte, error) {
-	deadline := time.Now().Add(handshakeTimeout)
+	deadline := time.Now().Add(peernet.HandshakeTimeout)
 	_ = c.SetDeadline(deadline)
 	var b [1]byte
 	if _, err := io.ReadFull(c, b[:]); err != nil {
 		return c, 0, err
 	}
 	if n.tls == nil {
-		if b[0] == tlsRecordHandshake {
-			n.plainRefused.note(n.log, remoteHost(c), "refused a TLS peer connection: this server's peer port is plaintext (sslQuorum=false, no TLS configured)", "remote", c.RemoteAddr())
+		if b[0] == peernet.TLSRecordHandshake {
+			n.plainRefused.Note(n.log, peernet.RemoteHost(c), "refused a TLS peer connection: this server's peer port is plaintext (sslQuorum=false, no TLS configured)", "remote", c.RemoteAddr())
 			return c, 0, errors.New("consensus: TLS on a plaintext peer port")
 		}
 		_ = c.SetDeadline(time.Time{})
@@ -412,7 +413,7 @@ func (n *Node) openConn(c net.Conn) (net.Conn, byte, error) {
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
-	pc, err := n.tls.accept(ctx, &replayConn{Conn: c, first: b[:]}, b[0])
+	pc, err := n.tls.Accept(ctx, &peernet.ReplayConn{Conn: c, First: b[:]}, b[0])
 	if err != nil {
 		return c, 0, err
 	}

@@ -55,8 +55,15 @@ func (l recordingListener) Accept() (net.Conn, error) {
 	return c, err
 }
 
+// tcpRTOMaxMS is Linux's TCP_RTO_MAX_MS socket option; peerRTOMax is the cap, in milliseconds,
+// internal/peernet sets on peer connections (tcp_linux.go).
+const (
+	tcpRTOMaxMS = 44
+	peerRTOMax  = 1000
+)
+
 // Peer connections, dialled and accepted, retransmit at least every peerRTOMax, so a healed link
-// carries the leader's pending request at once (see peertcp_linux.go).
+// carries the leader's pending request at once (internal/peernet/tcp_linux.go).
 func TestPeerConnectionsCapRetransmitBackoff(t *testing.T) {
 	nets := []*tcpRecorder{{}, {}}
 	var lns []net.Listener

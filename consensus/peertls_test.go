@@ -2,18 +2,16 @@ package consensus
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/tls"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/zkd-io/zkd/internal/peernet"
 	"github.com/zkd-io/zkd/internal/third_party/raft"
 
 	"github.com/zkd-io/zkd/internal/zktest"
@@ -32,7 +30,7 @@ func (p *testPKI) member(t *testing.T, name string) zktest.Cert {
 	return p.ca.Issue(t, zktest.CertSpec{CommonName: name, IPs: zktest.LoopbackIPs()})
 }
 
-// peerTLS returns PeerTLS presenting cert and trusting the test CA.
+// peerTLS returns a PeerTLS presenting cert and trusting the test CA.
 func (p *testPKI) peerTLS(cert zktest.Cert) *PeerTLS {
 	return &PeerTLS{
 		Server: &tls.Config{Certificates: []tls.Certificate{cert.TLS}, ClientCAs: p.ca.Pool(), MinVersion: tls.VersionTLS12},
@@ -50,7 +48,7 @@ func refusedBy(n *Node) int64 {
 	if n.tls == nil {
 		return 0
 	}
-	return n.tls.refused.Load()
+	return n.tls.Refused()
 }
 
 // writeVia proposes a create through n and fails the test unless it commits.
@@ -215,7 +213,7 @@ func (a attacker) dial(ctx context.Context, addr string, kind byte) (net.Conn, e
 
 // readIndex calls the harmless read-index RPC on addr and returns the reply's status.
 func (a attacker) readIndex(ctx context.Context, addr string) (byte, error) {
-	c, err := a.dial(ctx, addr, connRPC)
+	c, err := a.dial(ctx, addr, peernet.ConnRPC)
 	if err != nil {
 		return 0, err
 	}
@@ -231,7 +229,7 @@ func (a attacker) readIndex(ctx context.Context, addr string) (byte, error) {
 // appendEntries sends Raft a stale-term heartbeat (harmless: a member answers it with its term
 // and does nothing) through raft's own transport and returns the term answered.
 func (a attacker) appendEntries(addr string) (uint64, error) {
-	layer := newStreamLayer(&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}, a.dial)
+	layer := peernet.NewStreamLayer(&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}, a.dial)
 	trans := raft.NewNetworkTransport(layer, 1, 5*time.Second, io.Discard)
 	defer trans.Close()
 	var resp raft.AppendEntriesResponse
@@ -394,34 +392,34 @@ func TestPeerMuxFirstByte(t *testing.T) {
 		first byte
 		want  outcome
 	}{
-		{name: "plain raft, no TLS", first: connRaft, want: outcome{kind: connRaft}},
-		{name: "plain rpc, no TLS", first: connRPC, want: outcome{kind: connRPC}},
-		{name: "TLS on a plaintext port", first: tlsRecordHandshake, want: outcome{err: true}},
-		{name: "plain refused under TLS", cfg: pki.peerTLS(cert), first: connRaft, want: outcome{err: true}},
+		{name: "plain raft, no TLS", first: peernet.ConnRaft, want: outcome{kind: peernet.ConnRaft}},
+		{name: "plain rpc, no TLS", first: peernet.ConnRPC, want: outcome{kind: peernet.ConnRPC}},
+		{name: "TLS on a plaintext port", first: peernet.TLSRecordHandshake, want: outcome{err: true}},
+		{name: "plain refused under TLS", cfg: pki.peerTLS(cert), first: peernet.ConnRaft, want: outcome{err: true}},
 		{name: "plain accepted with AcceptPlaintext", cfg: func() *PeerTLS { p := pki.peerTLS(cert); p.AcceptPlaintext = true; return p }(),
-			first: connRPC, want: outcome{kind: connRPC}},
-		{name: "TLS then rpc", cfg: pki.peerTLS(cert), first: connRPC, want: outcome{kind: connRPC, tls: true}, dial: tlsDial},
+			first: peernet.ConnRPC, want: outcome{kind: peernet.ConnRPC}},
+		{name: "TLS then rpc", cfg: pki.peerTLS(cert), first: peernet.ConnRPC, want: outcome{kind: peernet.ConnRPC, tls: true}, dial: tlsDial},
 		{name: "TLS through GetConfigForClient", cfg: func() *PeerTLS {
 			p := pki.peerTLS(cert)
 			full := p.Server
 			p.Server = &tls.Config{GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) { return full, nil }}
 			return p
-		}(), first: connRPC, want: outcome{kind: connRPC, tls: true}, dial: tlsDial},
+		}(), first: peernet.ConnRPC, want: outcome{kind: peernet.ConnRPC, tls: true}, dial: tlsDial},
 		{name: "GetConfigForClient without a trust store", cfg: func() *PeerTLS {
 			p := pki.peerTLS(cert)
 			noCAs := p.Server.Clone()
 			noCAs.ClientCAs = nil
 			p.Server = &tls.Config{GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) { return noCAs, nil }}
 			return p
-		}(), first: connRPC, want: outcome{err: true}, dial: tlsDial},
+		}(), first: peernet.ConnRPC, want: outcome{err: true}, dial: tlsDial},
 		{name: "TLS with AcceptPlaintext", cfg: func() *PeerTLS { p := pki.peerTLS(cert); p.AcceptPlaintext = true; return p }(),
-			first: connRaft, want: outcome{kind: connRaft, tls: true}, dial: tlsDial},
+			first: peernet.ConnRaft, want: outcome{kind: peernet.ConnRaft, tls: true}, dial: tlsDial},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			n := &Node{log: testLogger(t)}
 			if tc.cfg != nil {
-				n.tls = newPeerTLS(*tc.cfg, n.log, members)
+				n.tls = peernet.NewTLS(*tc.cfg, n.log, members)
 			}
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
@@ -501,39 +499,12 @@ func TestPeerTLSValidate(t *testing.T) {
 	}
 }
 
-func TestFailLogOncePerPeer(t *testing.T) {
-	var buf bytes.Buffer
-	log := slog.New(slog.NewTextHandler(&buf, nil))
-	f := failLog{every: time.Hour}
-	for range 50 {
-		f.note(log, "a", "refused")
-	}
-	f.note(log, "b", "refused")
-	f.ok(log, "a", "again")
-	f.ok(log, "a", "again") // nothing to say twice
-	if got, want := strings.Count(buf.String(), "\n"), 3; got != want {
-		t.Fatalf("%d log lines; want %d (one per peer, one recovery):\n%s", got, want, buf.String())
-	}
-	f.every = time.Nanosecond
-	f.note(log, "c", "refused")
-	f.note(log, "c", "refused")
-	if !strings.Contains(buf.String(), "failures=2") {
-		t.Fatalf("a failure that goes on is not summarised:\n%s", buf.String())
-	}
-	for i := range 2 * maxFailKeys {
-		f.note(log, fmt.Sprint("scan", i), "refused")
-	}
-	if len(f.m) > maxFailKeys {
-		t.Fatalf("failLog tracks %d peers; want at most %d", len(f.m), maxFailKeys)
-	}
-}
-
 // A peer that hangs up in the middle of its TLS handshake (a member stopping while it dials) is
 // not counted as refused; a plaintext peer on a TLS-only port is.
 func TestPeerTLSHangUpIsNotARefusal(t *testing.T) {
 	pki := newTestPKI(t)
 	n := &Node{log: testLogger(t)}
-	n.tls = newPeerTLS(*pki.peerTLS(pki.member(t, "n1")), n.log, func() []string { return []string{"127.0.0.1:1"} })
+	n.tls = peernet.NewTLS(*pki.peerTLS(pki.member(t, "n1")), n.log, func() []string { return []string{"127.0.0.1:1"} })
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -544,8 +515,8 @@ func TestPeerTLSHangUpIsNotARefusal(t *testing.T) {
 		sends []byte
 		want  int64
 	}{
-		{"the start of a TLS record, then a hang-up", []byte{tlsRecordHandshake, 3, 1, 0}, 0},
-		{"plaintext", []byte{connRaft}, 1},
+		{"the start of a TLS record, then a hang-up", []byte{peernet.TLSRecordHandshake, 3, 1, 0}, 0},
+		{"plaintext", []byte{peernet.ConnRaft}, 1},
 	} {
 		go func() {
 			c, err := net.Dial("tcp", ln.Addr().String())

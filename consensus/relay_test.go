@@ -3,6 +3,8 @@ package consensus
 import (
 	"bufio"
 	"testing"
+
+	"github.com/zkd-io/zkd/internal/peernet"
 )
 
 // TestRelayWaitsForTheEntry drives the relay's bookkeeping: a commit is relayed only once the
@@ -53,7 +55,7 @@ func TestAnnouncementWantsNoReply(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	if _, err := conn.Write([]byte{connRPC}); err != nil {
+	if _, err := conn.Write([]byte{peernet.ConnRPC}); err != nil {
 		t.Fatal(err)
 	}
 	br := bufio.NewReader(conn)

@@ -12,12 +12,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/zkd-io/zkd/internal/peernet"
 	"github.com/zkd-io/zkd/internal/third_party/raft"
 
 	"github.com/zkd-io/zkd/jute"
 )
 
-// The cluster RPC runs on peer connections whose first byte is connRPC. Each direction carries
+// The cluster RPC runs on peer connections whose first byte is peernet.ConnRPC. Each direction carries
 // frames:
 //
 //	[u32 length of what follows][u64 call id][u8 kind or status][payload]
@@ -259,7 +260,7 @@ func (c *rpcClient) send(ctx context.Context, kind byte, payload []byte, done fu
 	}
 	if c.mu.conn == nil {
 		dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		conn, err := c.n.dialPeer(dctx, c.addr, connRPC)
+		conn, err := c.n.dialPeer(dctx, c.addr, peernet.ConnRPC)
 		cancel()
 		if err != nil {
 			c.mu.Unlock()

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/zkd-io/zkd/internal/peernet"
 )
 
 // echoPeer accepts cluster RPC connections on a loopback port and answers every frame with its
@@ -35,7 +37,7 @@ func echoPeer(t *testing.T, cut int) string {
 			wg.Go(func() {
 				defer conn.Close()
 				br := bufio.NewReader(conn)
-				if k, err := br.ReadByte(); err != nil || k != connRPC {
+				if k, err := br.ReadByte(); err != nil || k != peernet.ConnRPC {
 					return
 				}
 				if cutHere > 0 {

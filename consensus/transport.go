@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/zkd-io/zkd/internal/peernet"
 	"github.com/zkd-io/zkd/internal/third_party/raft"
 )
 
@@ -27,13 +28,13 @@ import (
 //
 // It also keeps the log readable: raft logged an error for every failed attempt (325 lines a
 // minute for one dead follower). A peer that cannot be reached is logged once when that starts,
-// then summarised every peerLogEvery, and once more when it is reached again.
+// then summarised every peernet.LogEvery, and once more when it is reached again.
 type retryTransport struct {
 	*raft.NetworkTransport
 	raft     atomic.Pointer[raft.Raft]
 	stop     <-chan struct{}
 	log      *slog.Logger
-	logEvery time.Duration // zero means peerLogEvery
+	logEvery time.Duration // zero means peernet.LogEvery
 	metrics  *metrics      // the leader's view of its followers (metrics.go); nil in some tests
 	mu       sync.Mutex
 	down     map[raft.ServerID]*peerDown
@@ -45,9 +46,6 @@ type peerDown struct {
 	dials         int
 	err           error
 }
-
-// peerLogEvery is how often a peer that stays unreachable is logged again.
-const peerLogEvery = time.Minute
 
 // unreachable records a failed dial of id and logs as described on retryTransport.
 func (t *retryTransport) unreachable(id raft.ServerID, target raft.ServerAddress, err error) {
@@ -65,7 +63,7 @@ func (t *retryTransport) unreachable(id raft.ServerID, target raft.ServerAddress
 	}
 	d.dials++
 	d.err = err
-	if every := cmp.Or(t.logEvery, peerLogEvery); now.Sub(d.logged) >= every {
+	if every := cmp.Or(t.logEvery, peernet.LogEvery); now.Sub(d.logged) >= every {
 		d.logged = now
 		t.log.Warn("peer still unreachable", "peer", id, "addr", target, "for", now.Sub(d.since).Round(time.Second),
 			"failedDials", d.dials, "err", err)
@@ -83,22 +81,14 @@ func (t *retryTransport) reached(id raft.ServerID, target raft.ServerAddress) {
 	}
 }
 
-// peerRedial is how often an unreachable peer is dialled again; peerDialTimeout bounds each dial,
-// so a peer behind a partition that heals is reached within about a second.
-const (
-	peerRedial      = 100 * time.Millisecond
-	peerDialTimeout = time.Second
-)
-
-// peerDialError marks a dial that failed before anything was sent.
-type peerDialError struct{ error }
-
-func (e peerDialError) Unwrap() error { return e.error }
+// peerRedial is how often an unreachable peer is dialled again; peernet.DialTimeout bounds each
+// dial, so a peer behind a partition that heals is reached within about a second.
+const peerRedial = 100 * time.Millisecond
 
 func (t *retryTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
 	for {
 		err := t.NetworkTransport.AppendEntries(id, target, args, resp)
-		var de peerDialError
+		var de peernet.DialError
 		if err == nil {
 			t.reached(id, target)
 			if t.metrics != nil {

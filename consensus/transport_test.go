@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zkd-io/zkd/internal/peernet"
 	"github.com/zkd-io/zkd/internal/third_party/raft"
 )
 
@@ -34,11 +35,11 @@ func TestAppendEntriesWaitsForUnreachableFollower(t *testing.T) {
 	for range 5 {
 		var resp raft.AppendEntriesResponse
 		err = leader.rtrans.AppendEntries(raft.ServerID(f.ID()), raft.ServerAddress(f.Addr()), hb(term-1), &resp)
-		if errors.As(err, new(peerDialError)) {
+		if errors.As(err, new(peernet.DialError)) {
 			break
 		}
 	}
-	if !errors.As(err, new(peerDialError)) {
+	if !errors.As(err, new(peernet.DialError)) {
 		t.Fatalf("AppendEntries of an old term to an unreachable peer = %v; want a dial error", err)
 	}
 	done := make(chan error, 1)

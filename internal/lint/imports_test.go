@@ -93,6 +93,9 @@ func TestLayering(t *testing.T) {
 			return !strings.HasPrefix(p, module+"/") || p == module+"/jute" || p == module+"/znode" ||
 				strings.HasPrefix(p, module+"/internal/third_party/")
 		}, "storage owns the files under a data directory: Raft's stores and the snapshot format, no replication, server or commands"},
+		{"internal/peernet", func(p string) bool {
+			return !strings.HasPrefix(p, module+"/") || strings.HasPrefix(p, module+"/internal/third_party/")
+		}, "peernet is the peer port's networking: it knows neither replication, storage nor the server"},
 		{"recipes", func(p string) bool { return !strings.HasPrefix(p, module+"/") || p == module+"/recipes" },
 			"recipes run on go-zookeeper/zk against any server: no zkd internals"},
 		{"conformance", func(p string) bool {

@@ -1,4 +1,4 @@
-package consensus
+package peernet
 
 import (
 	"net"
@@ -19,9 +19,9 @@ const tcpRTOMaxMS = 44
 // request within a second. Peers are few and a retransmission a second is no load.
 const peerRTOMax = 1000
 
-// tunePeerConn sets the peer options on c's socket when it has one (tests' in-memory networks
+// Tune sets the peer options on c's socket when it has one (tests' in-memory networks
 // have none). A kernel without the option keeps its default backoff; that only costs time.
-func tunePeerConn(c net.Conn) {
+func Tune(c net.Conn) {
 	sc, ok := c.(syscall.Conn)
 	if !ok {
 		return

@@ -1,4 +1,4 @@
-package consensus
+package peernet
 
 import (
 	"cmp"
@@ -18,7 +18,7 @@ import (
 	"time"
 )
 
-// PeerTLS puts the peer port (Raft and the cluster RPC) under mutual TLS, ZooKeeper's
+// TLSConfig puts the peer port (Raft and the cluster RPC) under mutual TLS, ZooKeeper's
 // sslQuorum. Every accepted TLS connection must present a certificate that chains to the trust
 // store; with hostname verification (the default, ssl.quorum.hostnameVerification=true) it must
 // also come from the host of a configured member and name that host, and a dialled member's
@@ -28,7 +28,7 @@ import (
 // The configurations are used as given for every connection, so a loader that reloads
 // certificates through GetCertificate, GetClientCertificate or GetConfigForClient keeps working.
 // They must not be modified after New.
-type PeerTLS struct {
+type TLSConfig struct {
 	// Server accepts peer connections: it must hold this member's certificate (Certificates,
 	// GetCertificate or GetConfigForClient) and the trust store for peers' certificates
 	// (ClientCAs, or GetConfigForClient). Its ClientAuth is ignored: a peer must always present
@@ -46,7 +46,7 @@ type PeerTLS struct {
 	// SkipHostnameVerification checks certificates against the trust store only
 	// (ssl.quorum.hostnameVerification=false): any certificate the trust store accepts is a
 	// member, from any address. False (the default, as in ZooKeeper) also checks hosts as
-	// described on PeerTLS.
+	// described on TLSConfig.
 	SkipHostnameVerification bool
 	// AcceptPlaintext also accepts peers that connect without TLS (ZooKeeper's portUnification
 	// on the quorum side, for a rolling change between plaintext and TLS). The first byte of a
@@ -60,7 +60,7 @@ type PeerTLS struct {
 }
 
 // Validate reports the first problem with t.
-func (t *PeerTLS) Validate() error {
+func (t *TLSConfig) Validate() error {
 	switch {
 	case t.Server == nil:
 		return errors.New("consensus: config: TLS.Server is required")
@@ -86,23 +86,31 @@ func (t *PeerTLS) Validate() error {
 	return nil
 }
 
-// tlsRecordHandshake is the first byte of a TLS ClientHello record.
-const tlsRecordHandshake byte = 0x16
+// TLSRecordHandshake is the first byte of a TLS ClientHello record.
+const TLSRecordHandshake byte = 0x16
 
-// peerTLS is a node's side of PeerTLS: the configurations it handshakes with, the member hosts it
+// TLS is a node's side of TLSConfig: the configurations it handshakes with, the member hosts it
 // checks, and the log of refused peers.
-type peerTLS struct {
-	cfg      PeerTLS
+type TLS struct {
+	cfg      TLSConfig
 	server   *tls.Config
 	log      *slog.Logger
 	members  func() []string // the configured members' peer addresses
 	resolver *net.Resolver
 	refused  atomic.Int64 // accepted connections refused (no TLS, a handshake this side failed, membership)
-	failed   failLog
+	failed   FailLog
 }
 
-func newPeerTLS(cfg PeerTLS, log *slog.Logger, members func() []string) *peerTLS {
-	p := &peerTLS{cfg: cfg, log: log, members: members, resolver: net.DefaultResolver}
+// DialPlaintext reports whether peers are dialled without TLS (TLSConfig.DialPlaintext).
+func (p *TLS) DialPlaintext() bool { return p.cfg.DialPlaintext }
+
+// Refused counts the accepted connections refused: no TLS, a handshake this side failed, or a
+// peer that is not a member.
+func (p *TLS) Refused() int64 { return p.refused.Load() }
+
+// NewTLS returns a node's side of cfg; members returns the configured members' peer addresses.
+func NewTLS(cfg TLSConfig, log *slog.Logger, members func() []string) *TLS {
+	p := &TLS{cfg: cfg, log: log, members: members, resolver: net.DefaultResolver}
 	p.server = cfg.Server.Clone()
 	p.server.ClientAuth = tls.RequireAndVerifyClientCert
 	if get := cfg.Server.GetConfigForClient; get != nil {
@@ -124,7 +132,7 @@ func newPeerTLS(cfg PeerTLS, log *slog.Logger, members func() []string) *peerTLS
 }
 
 // client returns the configuration for dialling addr.
-func (p *peerTLS) client(addr string) (*tls.Config, error) {
+func (p *TLS) client(addr string) (*tls.Config, error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, err
@@ -164,18 +172,18 @@ func verifyChain(cs tls.ConnectionState, roots *x509.CertPool, usage x509.ExtKey
 	return err
 }
 
-// dial upgrades c, just dialled to addr, to TLS. The handshake is bounded by ctx.
-func (p *peerTLS) dial(ctx context.Context, c net.Conn, addr string) (net.Conn, error) {
+// Dial upgrades c, just dialled to addr, to TLS. The handshake is bounded by ctx.
+func (p *TLS) Dial(ctx context.Context, c net.Conn, addr string) (net.Conn, error) {
 	cfg, err := p.client(addr)
 	if err != nil {
 		return nil, err
 	}
 	tc := tls.Client(c, cfg)
 	if err := tc.HandshakeContext(ctx); err != nil {
-		p.failed.note(p.log, "dial "+addr, "TLS handshake with peer failed", "addr", addr, "err", err)
+		p.failed.Note(p.log, "dial "+addr, "TLS handshake with peer failed", "addr", addr, "err", err)
 		return nil, fmt.Errorf("consensus: TLS handshake with %s: %w", addr, err)
 	}
-	p.failed.ok(p.log, "dial "+addr, "TLS handshake with peer succeeds again", "addr", addr)
+	p.failed.OK(p.log, "dial "+addr, "TLS handshake with peer succeeds again", "addr", addr)
 	return tc, nil
 }
 
@@ -186,22 +194,22 @@ func hungUp(err error) bool {
 		errors.Is(err, net.ErrClosed) || errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, context.DeadlineExceeded)
 }
 
-// accept decides an accepted connection whose first byte is first (already read; c replays it)
+// Accept decides an accepted connection whose first byte is first (already read; c replays it)
 // and returns the connection to read the connection type from, or an error if it is refused.
 // c's deadline bounds the handshake.
-func (p *peerTLS) accept(ctx context.Context, c net.Conn, first byte) (net.Conn, error) {
-	remote := remoteHost(c)
+func (p *TLS) Accept(ctx context.Context, c net.Conn, first byte) (net.Conn, error) {
+	remote := RemoteHost(c)
 	key := "accept " + remote
-	if first != tlsRecordHandshake {
+	if first != TLSRecordHandshake {
 		if !p.cfg.AcceptPlaintext {
 			p.refused.Add(1)
-			p.failed.note(p.log, key, "refused a plaintext peer connection: the peer port requires TLS (sslQuorum)", "remote", c.RemoteAddr())
+			p.failed.Note(p.log, key, "refused a plaintext peer connection: the peer port requires TLS (sslQuorum)", "remote", c.RemoteAddr())
 			return nil, errors.New("consensus: plaintext peer connection refused")
 		}
 		if !p.cfg.SkipHostnameVerification {
 			if _, err := p.memberHosts(ctx, remote); err != nil {
 				p.refused.Add(1)
-				p.failed.note(p.log, key, "refused a plaintext peer connection", "remote", c.RemoteAddr(), "err", err)
+				p.failed.Note(p.log, key, "refused a plaintext peer connection", "remote", c.RemoteAddr(), "err", err)
 				return nil, err
 			}
 		}
@@ -213,24 +221,24 @@ func (p *peerTLS) accept(ctx context.Context, c net.Conn, first byte) (net.Conn,
 			return nil, err // the peer went away (a member stopping, say) or stalled: nothing was refused
 		}
 		p.refused.Add(1)
-		p.failed.note(p.log, key, "refused a peer: TLS handshake failed", "remote", c.RemoteAddr(), "err", err)
+		p.failed.Note(p.log, key, "refused a peer: TLS handshake failed", "remote", c.RemoteAddr(), "err", err)
 		return nil, err
 	}
 	if !p.cfg.SkipHostnameVerification {
 		if err := p.checkMember(ctx, tc.ConnectionState(), remote); err != nil {
 			p.refused.Add(1)
-			p.failed.note(p.log, key, "refused a peer", "remote", c.RemoteAddr(), "err", err)
+			p.failed.Note(p.log, key, "refused a peer", "remote", c.RemoteAddr(), "err", err)
 			return nil, err
 		}
 	}
-	p.failed.ok(p.log, key, "accepted a peer again after refusals", "remote", c.RemoteAddr())
+	p.failed.OK(p.log, key, "accepted a peer again after refusals", "remote", c.RemoteAddr())
 	return tc, nil
 }
 
 // checkMember checks a verified client certificate from remote (an IP address): remote must be
 // the host of a configured member, and the certificate must name remote or that member's host
 // name.
-func (p *peerTLS) checkMember(ctx context.Context, cs tls.ConnectionState, remote string) error {
+func (p *TLS) checkMember(ctx context.Context, cs tls.ConnectionState, remote string) error {
 	names, err := p.memberHosts(ctx, remote)
 	if err != nil {
 		return err
@@ -252,7 +260,7 @@ func (p *peerTLS) checkMember(ctx context.Context, cs tls.ConnectionState, remot
 // remote, or an error if no member's host is. A member-to-be started with no Peers knows no
 // members until the leader reaches it: it accepts any address (the certificate must still name
 // it), since it has no state to protect and must let the leader in.
-func (p *peerTLS) memberHosts(ctx context.Context, remote string) ([]string, error) {
+func (p *TLS) memberHosts(ctx context.Context, remote string) ([]string, error) {
 	ip := net.ParseIP(remote)
 	var names []string
 	members := p.members()
@@ -284,7 +292,8 @@ func (p *peerTLS) memberHosts(ctx context.Context, remote string) ([]string, err
 	return names, nil
 }
 
-func remoteHost(c net.Conn) string {
+// RemoteHost returns the host of c's remote address.
+func RemoteHost(c net.Conn) string {
 	a := c.RemoteAddr().String()
 	if h, _, err := net.SplitHostPort(a); err == nil {
 		return h
@@ -292,80 +301,39 @@ func remoteHost(c net.Conn) string {
 	return a
 }
 
-// memberAddrs returns the peer addresses of the members in the latest Raft configuration and of
-// Config.Peers (a member-to-be has no configuration until the leader reaches it).
-func (n *Node) memberAddrs() []string {
-	var addrs []string
-	for _, p := range n.cfg.Peers {
-		addrs = append(addrs, p.Addr)
-	}
-	if r := n.raft; r != nil {
-		if f := r.GetConfiguration(); f.Error() == nil {
-			for _, s := range f.Configuration().Servers {
-				addrs = append(addrs, string(s.Address))
-			}
-		}
-	}
-	return addrs
-}
-
-// dialPeer dials a peer's port, with TLS unless configured otherwise, and sends the connection
-// type. An error means nothing of the connection's protocol was sent.
-func (n *Node) dialPeer(ctx context.Context, addr string, kind byte) (net.Conn, error) {
-	c, err := n.cfg.Network.Dial(ctx, addr)
-	if err != nil {
-		return nil, err
-	}
-	tunePeerConn(c)
-	if n.tls != nil && !n.tls.cfg.DialPlaintext {
-		tc, err := n.tls.dial(ctx, c, addr)
-		if err != nil {
-			c.Close()
-			return nil, err
-		}
-		c = tc
-	}
-	_ = c.SetWriteDeadline(time.Now().Add(handshakeTimeout))
-	if _, err := c.Write([]byte{kind}); err != nil {
-		c.Close()
-		return nil, err
-	}
-	_ = c.SetWriteDeadline(time.Time{})
-	return c, nil
-}
-
-// replayConn returns a byte already read from its connection before the rest.
-type replayConn struct {
+// ReplayConn returns bytes already read from its connection (First) before the rest.
+type ReplayConn struct {
 	net.Conn
-	first []byte
+	First []byte
 }
 
-func (c *replayConn) Read(p []byte) (int, error) {
-	if len(c.first) > 0 {
-		n := copy(p, c.first)
-		c.first = c.first[n:]
+func (c *ReplayConn) Read(p []byte) (int, error) {
+	if len(c.First) > 0 {
+		n := copy(p, c.First)
+		c.First = c.First[n:]
 		return n, nil
 	}
 	return c.Conn.Read(p)
 }
 
-// failLog logs a failure for a key (a peer) once, then at most every peerLogEvery while it goes on,
+// FailLog logs a failure for a key (a peer) once, then at most every LogEvery while it goes on,
 // and once when it stops, instead of once per attempt.
-type failLog struct {
-	every time.Duration // zero means peerLogEvery
+type FailLog struct {
+	every time.Duration // zero means LogEvery
 	mu    sync.Mutex
 	m     map[string]*peerFail
 }
 
-// maxFailKeys bounds the peers a failLog tracks.
-const maxFailKeys = 1024
+// MaxFailKeys bounds the peers a FailLog tracks.
+const MaxFailKeys = 1024
 
 type peerFail struct {
 	since, logged time.Time
 	count         int
 }
 
-func (f *failLog) note(log *slog.Logger, key, msg string, args ...any) {
+// Note logs msg for key as described on FailLog.
+func (f *FailLog) Note(log *slog.Logger, key, msg string, args ...any) {
 	now := time.Now()
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -374,7 +342,7 @@ func (f *failLog) note(log *slog.Logger, key, msg string, args ...any) {
 	}
 	e := f.m[key]
 	if e == nil {
-		if len(f.m) >= maxFailKeys {
+		if len(f.m) >= MaxFailKeys {
 			// Refusals from this many addresses at once are a scan or a flood, not a
 			// misconfigured member: stay silent about new ones rather than grow without bound.
 			return
@@ -384,13 +352,14 @@ func (f *failLog) note(log *slog.Logger, key, msg string, args ...any) {
 		return
 	}
 	e.count++
-	if now.Sub(e.logged) >= cmp.Or(f.every, peerLogEvery) {
+	if now.Sub(e.logged) >= cmp.Or(f.every, LogEvery) {
 		e.logged = now
 		log.Warn(msg, append(args, "for", now.Sub(e.since).Round(time.Second), "failures", e.count)...)
 	}
 }
 
-func (f *failLog) ok(log *slog.Logger, key, msg string, args ...any) {
+// OK logs msg once if key had failures, and forgets them.
+func (f *FailLog) OK(log *slog.Logger, key, msg string, args ...any) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if e := f.m[key]; e != nil {
