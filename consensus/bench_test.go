@@ -163,9 +163,7 @@ func BenchmarkRestart(b *testing.B) {
 		b.Fatal(err)
 	}
 	ctx := ctxT(b, 30*time.Minute)
-	for n.Stats().State != "Leader" || !n.IsLeader() {
-		time.Sleep(10 * time.Millisecond) // polling: waiting for the first election
-	}
+	eventually(b, time.Minute, "the first election", func() bool { return n.Stats().State == "Leader" && n.IsLeader() })
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range 64 {

@@ -99,7 +99,7 @@ func TestDiskFilledUnderWrites(t *testing.T) {
 			}
 		})
 	}
-	eventually(t, 20*time.Second, "the node to count its disk as full", n.diskFull.Load)
+	eventually(t, 20*time.Second, "the node to count its disk as full", n.disk.full.Load)
 	if _, _, ok := getData(t, n, "/before"); !ok {
 		t.Fatal("a read failed on a full disk")
 	}
@@ -111,7 +111,7 @@ func TestDiskFilledUnderWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	wg.Wait()
-	eventually(t, 20*time.Second, "the disk counted as free again", func() bool { return !n.diskFull.Load() })
+	eventually(t, 20*time.Second, "the disk counted as free again", func() bool { return !n.disk.full.Load() })
 	if _, err := n.Propose(ctx, createReq("/after", []byte("y"), jute.ModePersistent)); err != nil {
 		t.Fatalf("a write after space came back: %v", err)
 	}
@@ -197,7 +197,7 @@ func TestSegmentCreationFailsThenRecovers(t *testing.T) {
 			}
 		})
 	}
-	eventually(t, 20*time.Second, "the node to count its disk as full", n.diskFull.Load)
+	eventually(t, 20*time.Second, "the node to count its disk as full", n.disk.full.Load)
 	time.Sleep(2 * time.Second)
 	if n.raft.CurrentTerm() != term {
 		t.Fatalf("elections while no segment could be created: term %d -> %d", term, n.raft.CurrentTerm())
@@ -206,7 +206,7 @@ func TestSegmentCreationFailsThenRecovers(t *testing.T) {
 		os.Remove(p)
 	}
 	wg.Wait()
-	eventually(t, 20*time.Second, "the disk counted as free again", func() bool { return !n.diskFull.Load() })
+	eventually(t, 20*time.Second, "the disk counted as free again", func() bool { return !n.disk.full.Load() })
 	if _, err := n.Propose(ctx, createReq("/after", data, jute.ModePersistent)); err != nil {
 		t.Fatalf("a write after files could be created again: %v", err)
 	}
@@ -262,7 +262,7 @@ func TestLeaderDiskFullHandsOver(t *testing.T) {
 	filler := fillDisk(t, vols[old.ID()])
 	eventually(t, 20*time.Second, "leadership to move off the full disk", func() bool {
 		l := c.leader()
-		return l != old && old.diskFull.Load()
+		return l != old && old.disk.full.Load()
 	})
 	for _, n := range c.running() {
 		for i := range 10 {
@@ -274,7 +274,7 @@ func TestLeaderDiskFullHandsOver(t *testing.T) {
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "the old leader's disk counted as free", func() bool { return !old.diskFull.Load() })
+	eventually(t, 20*time.Second, "the old leader's disk counted as free", func() bool { return !old.disk.full.Load() })
 	c.converge()
 	for _, n := range c.running() {
 		for _, p := range acked {

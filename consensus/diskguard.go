@@ -3,6 +3,7 @@ package consensus
 import (
 	"errors"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/zkd-io/zkd/internal/storage"
@@ -32,81 +33,86 @@ import (
 var ErrDiskFull = errors.New("consensus: the data directory's disk is full")
 
 const (
-	diskReserveName = "reserve"
-	diskReserveSize = 1 << 20
-	diskMargin      = 1 << 20 // more than the need before a full node takes writes again
-	diskPoll        = time.Second
-	diskTransfer    = 3 * time.Second // between leadership transfers while still full
-	diskRemind      = 5 * time.Minute
-	diskCheckBytes  = 256 << 10 // appended between two looks at the free space on the write path
+	diskMargin   = 1 << 20 // more than the need before a full node takes writes again
+	diskPoll     = time.Second
+	diskTransfer = 3 * time.Second // between leadership transfers while still full
+	diskRemind   = 5 * time.Minute
 )
 
+// diskGuard is a node's view of its data directory's free space: whether the disk counts as
+// full, and the hooks the log store calls when a write fails (storage.Options).
+type diskGuard struct {
+	n       *Node
+	full    atomic.Bool // the disk is full (Stats.DiskFull)
+	segSize int         // the log's segment size (0 in memory)
+}
+
 // noteStoreError is called with every failed log or metadata write.
-func (n *Node) noteStoreError(err error) {
+func (g *diskGuard) noteStoreError(err error) {
 	if storage.IsStorageFault(err) || errors.Is(err, wal.ErrSealed) {
-		n.log.Debug("a log store write failed for want of space", "err", err)
-		free, _ := storage.DiskFree(filepath.Join(n.cfg.Dir, "raft"))
-		n.markFull(free)
+		g.n.log.Debug("a log store write failed for want of space", "err", err)
+		free, _ := storage.DiskFree(filepath.Join(g.n.cfg.Dir, "raft"))
+		g.markFull(free)
 		return
 	}
-	n.log.Error("a write to the log store failed", "dir", n.cfg.Dir, "err", err)
+	g.n.log.Error("a write to the log store failed", "dir", g.n.cfg.Dir, "err", err)
 }
 
 // markFull records that the disk is full, logging it on the change.
-func (n *Node) markFull(free uint64) {
-	if !n.diskFull.Swap(true) {
-		n.log.Error("the data directory's disk is full: client writes are refused until space is freed",
-			"dir", n.cfg.Dir, "free_bytes", free, "needed_bytes", storage.DiskNeed(n.segSize))
+func (g *diskGuard) markFull(free uint64) {
+	if !g.full.Swap(true) {
+		g.n.log.Error("the data directory's disk is full: client writes are refused until space is freed",
+			"dir", g.n.cfg.Dir, "free_bytes", free, "needed_bytes", storage.DiskNeed(g.segSize))
 	}
 }
 
 // spaceOK looks at the free space: below the need, the node counts as full. It reports whether
 // there is at least the need (a full node takes writes again only with a margin more; the
 // guard's ticker decides that).
-func (n *Node) spaceOK() bool {
-	free, ok := storage.DiskFree(filepath.Join(n.cfg.Dir, "raft"))
+func (g *diskGuard) spaceOK() bool {
+	free, ok := storage.DiskFree(filepath.Join(g.n.cfg.Dir, "raft"))
 	if !ok {
 		return true
 	}
-	if free < storage.DiskNeed(n.segSize) {
-		n.markFull(free)
+	if free < storage.DiskNeed(g.segSize) {
+		g.markFull(free)
 		return false
 	}
 	return true
 }
 
-// diskWait is the store's question when a write failed for want of space: wait for space (a
+// wait is the store's question when a write failed for want of space: wait for space (a
 // standalone server, or a follower: failing would make Raft step down or, alone, hold
 // elections), or fail (a leader with other voters: it steps down and a follower with room leads).
-func (n *Node) diskWait() bool {
-	r := n.startedRaft()
+func (g *diskGuard) wait() bool {
+	r := g.n.startedRaft()
 	if r == nil {
 		return false // bootstrap, before Raft runs
 	}
-	return r.State() != raft.Leader || !hasOtherVoters(r, n.cfg.ID)
+	return r.State() != raft.Leader || !hasOtherVoters(r, g.n.cfg.ID)
 }
 
 // warnSmallVolume warns at start when the volume cannot hold what the log may grow to before a
 // snapshot (SnapshotBytes) besides the guard's need; a snapshot, about the tree's size, is
 // written beside it too.
-func (n *Node) warnSmallVolume(dir string) {
+func (g *diskGuard) warnSmallVolume(dir string) {
 	free, ok := storage.DiskFree(dir)
-	if ok && n.cfg.SnapshotBytes < 1<<62 && free < storage.DiskNeed(n.segSize)+n.cfg.SnapshotBytes {
-		n.log.Warn("the data volume has less free space than the log may grow to before a snapshot; "+
+	if ok && g.n.cfg.SnapshotBytes < 1<<62 && free < storage.DiskNeed(g.segSize)+g.n.cfg.SnapshotBytes {
+		g.n.log.Warn("the data volume has less free space than the log may grow to before a snapshot; "+
 			"writes will be refused when it runs low: add space, or lower snapSizeLimitInKb and snapCount",
-			"dir", n.cfg.Dir, "free_bytes", free, "snapshot_bytes", n.cfg.SnapshotBytes)
+			"dir", g.n.cfg.Dir, "free_bytes", free, "snapshot_bytes", g.n.cfg.SnapshotBytes)
 	}
 }
 
-// runDiskGuard watches the space left on the data directory's file system.
-func (n *Node) runDiskGuard(dir string, segSize int) {
-	need := storage.DiskNeed(segSize)
+// run watches the space left on the data directory's file system.
+func (g *diskGuard) run(dir string) {
+	need := storage.DiskNeed(g.segSize)
 	t := time.NewTicker(diskPoll)
 	defer t.Stop()
 	var lastTransfer, lastRemind time.Time
 	for {
 		select {
-		case <-n.stop:
+		case <-g.n.stop:
 			return
 		case <-t.C:
 		}
@@ -114,27 +120,27 @@ func (n *Node) runDiskGuard(dir string, segSize int) {
 		if !ok {
 			continue
 		}
-		full := n.diskFull.Load()
+		full := g.full.Load()
 		switch {
 		case !full && free < need:
 			lastRemind = time.Now()
-			n.markFull(free)
+			g.markFull(free)
 		case full && free >= need+diskMargin:
 			storage.MakeReserve(storage.WALDir(dir))
-			n.diskFull.Store(false)
+			g.full.Store(false)
 			lastRemind = time.Time{}
-			n.log.Info("the data directory has space again: client writes are taken", "dir", n.cfg.Dir, "free_bytes", free)
+			g.n.log.Info("the data directory has space again: client writes are taken", "dir", g.n.cfg.Dir, "free_bytes", free)
 			continue
 		case full && lastRemind.IsZero():
 			lastRemind = time.Now() // marked full on the write path, which logged it
 		case full && time.Since(lastRemind) >= diskRemind:
 			lastRemind = time.Now()
-			n.log.Error("the data directory's disk is still full", "dir", n.cfg.Dir, "free_bytes", free, "needed_bytes", need)
+			g.n.log.Error("the data directory's disk is still full", "dir", g.n.cfg.Dir, "free_bytes", free, "needed_bytes", need)
 		}
-		if n.diskFull.Load() && n.raft.State() == raft.Leader && time.Since(lastTransfer) >= diskTransfer && hasOtherVoters(n.raft, n.cfg.ID) {
+		if g.full.Load() && g.n.raft.State() == raft.Leader && time.Since(lastTransfer) >= diskTransfer && hasOtherVoters(g.n.raft, g.n.cfg.ID) {
 			lastTransfer = time.Now()
-			n.log.Warn("handing leadership to a follower: this server's disk is full", "dir", n.cfg.Dir)
-			n.raft.LeadershipTransfer()
+			g.n.log.Warn("handing leadership to a follower: this server's disk is full", "dir", g.n.cfg.Dir)
+			g.n.raft.LeadershipTransfer()
 		}
 	}
 }

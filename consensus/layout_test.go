@@ -15,6 +15,7 @@ const (
 	migratedExt      = ".migrated"      // what a migrated store's old files are renamed with
 	metaSumName      = "meta.sum"       // a snapshot's checksum of its metadata
 	spareSuffix      = ".spare"         // a segment file kept for reuse
+	diskReserveName  = "reserve"        // the disk guard's reserve file in the wal directory
 	boltName         = "raft.db"        // the bbolt log store of earlier versions
 	snapshotsDirName = "snapshots"      // raft's snapshot store
 	reapDirName      = "snapshots.reap" // snapshots being deleted

@@ -184,7 +184,7 @@ func (n *Node) Stats() Stats {
 		ProposalSizeMax:  m.propMax.Load(),
 		LogBytes:         logBytes,
 		SnapshotBytes:    snapBytes,
-		DiskFull:         n.diskFull.Load(),
+		DiskFull:         n.disk.full.Load(),
 	}
 }
 

@@ -146,13 +146,7 @@ func TestRemovedMemberSaysSo(t *testing.T) {
 				c.start("n3")
 			}
 			// Whether or not the leader's last send of the change reached n3, it says so, once.
-			deadline := time.Now().Add(15 * time.Second)
-			for !strings.Contains(logs.String(), said) {
-				if time.Now().After(deadline) {
-					t.Fatalf("n3 never said it was removed:\n%s", logs.String())
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+			eventually(t, 15*time.Second, "n3 to say it was removed", func() bool { return strings.Contains(logs.String(), said) })
 			time.Sleep(300 * time.Millisecond) // a few more serving checks: the message is not repeated
 			if n := strings.Count(logs.String(), said); n != 1 {
 				t.Fatalf("said %d times; want once:\n%s", n, logs.String())

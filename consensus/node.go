@@ -115,8 +115,7 @@ type Node struct {
 		relayRefused atomic.Int64
 	}
 	metrics  *metrics     // the measurements mntr and /metrics read (metrics.go)
-	diskFull atomic.Bool  // the data directory's disk is full (Stats.DiskFull; diskguard.go)
-	segSize  int          // the log's segment size, for the disk guard (0 in memory)
+	disk     diskGuard    // the data directory's free space (diskguard.go)
 	announce announcement // the leader's latest applied entry, to announce (relay.go)
 	relay    *relay
 	snap     chan struct{} // the FSM asks for a snapshot (SnapshotBytes)
@@ -178,6 +177,7 @@ func New(cfg Config) (*Node, error) {
 	n.metrics = newMetrics()
 	n.metrics.electionStart.Store(time.Now().UnixNano())
 	n.metrics.unavailSince.Store(time.Now().UnixNano())
+	n.disk.n = n
 	n.fsm = newFSM(n.log, n.origin)
 	n.fsm.metrics = n.metrics
 	n.fwd = newForwards()
@@ -208,7 +208,7 @@ func New(cfg Config) (*Node, error) {
 	n.wg.Go(n.runSnapshotter)
 	n.wg.Go(n.runWatcher)
 	if cfg.Dir != "" {
-		n.wg.Go(func() { n.runDiskGuard(filepath.Join(cfg.Dir, "raft"), n.segSize) })
+		n.wg.Go(func() { n.disk.run(filepath.Join(cfg.Dir, "raft")) })
 	}
 	return n, nil
 }
@@ -238,13 +238,13 @@ func (n *Node) open() error {
 		st, err := storage.Open(cfg.Dir, storage.Options{
 			Kind: cfg.LogStore, SegmentSize: cfg.walSegmentSize, SnapshotRetain: cfg.SnapshotRetain,
 			Log: n.log, HCLog: hl,
-			OnError: n.noteStoreError, Full: n.diskWait, SpaceOK: n.spaceOK, Quit: n.stop,
+			OnError: n.disk.noteStoreError, Full: n.disk.wait, SpaceOK: n.disk.spaceOK, Quit: n.stop,
 		})
 		if err != nil {
 			return err
 		}
-		n.store, n.segSize = st, st.SegmentSize
-		n.warnSmallVolume(st.Dir)
+		n.store, n.disk.segSize = st, st.SegmentSize
+		n.disk.warnSmallVolume(st.Dir)
 		n.fsm.snapDir = st.Dir
 		if st.TornBytes > 0 {
 			last, _ := st.Log.LastIndex()

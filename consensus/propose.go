@@ -438,7 +438,7 @@ func (n *Node) leaderApplyPeeked(entry []byte, h entryHeader) (raft.ApplyFuture,
 		return nil, ErrNotLeader
 	}
 	var err error
-	if h.op != jute.OpCloseSession && h.op.IsClientWrite() && n.diskFull.Load() {
+	if h.op != jute.OpCloseSession && h.op.IsClientWrite() && n.disk.full.Load() {
 		return nil, ErrDiskFull
 	}
 	server := originServer(h.origin)
