@@ -32,7 +32,7 @@ import (
 const (
 	rpcSubmit       byte = iota + 1 // a marshalled entry → commitMsg
 	rpcReadIndex                    // nothing → readIndexMsg
-	rpcTouch                        // sessionsMsg → sessionsMsg (the unknown ones)
+	rpcTouch                        // sessionsMsg → an empty sessionsMsg
 	rpcValidate                     // attachReq → one byte (live or not); kept for older peers
 	rpcAddVoter                     // memberMsg → nothing
 	rpcRemoveServer                 // memberMsg (ID only) → nothing
