@@ -7,20 +7,17 @@
 //
 // Both directions send frames: a 4-byte big-endian signed length that does not count itself,
 // then that many bytes. ReadFrame and FrameReader refuse a negative length (ErrNegativeLen) or one
-// above the maximum (ErrTooLarge) before allocating anything; ZooKeeper closes the connection in
-// that case. Writers build frames with AppendRequest, AppendReply or AppendFrame, or with
-// Encoder.BeginFrame and Encoder.EndFrame, which reserve the length and patch it afterwards.
-//
-// The first frame a client sends is a ConnectRequest and the first the server sends back is a
-// ConnectResponse, neither with a header. Their trailing readOnly byte is optional: HasReadOnly
-// records whether it was there, and a server mirrors it in its reply.
+// above the maximum (ErrTooLarge) before allocating; ZooKeeper closes the connection then.
+// Writers use AppendRequest, AppendReply or AppendFrame, or Encoder.BeginFrame and EndFrame,
+// which reserve the length and patch it afterwards. The first frames are a ConnectRequest and a
+// ConnectResponse, without headers; their trailing readOnly byte is optional (HasReadOnly records
+// whether it was there, and a server mirrors it).
 //
 // # Headers and special xids
 //
-// Every later request frame is a RequestHeader{xid, type} followed by the record for that type
-// (none for ping, closeSession and whoAmI); DecodeRequest reads both. Every reply frame is a
-// ReplyHeader{xid, zxid, err} followed by the response record only when err is 0 and the op has a
-// response body; DecodeReply reads both for a known request type. Special xids:
+// Later request frames are a RequestHeader{xid, type} and the type's record (none for ping,
+// closeSession, whoAmI): DecodeRequest. Replies are a ReplyHeader{xid, zxid, err} and, when err is
+// 0 and the op has one, the response record: DecodeReply, for a known request type. Special xids:
 //
 //	-1 (XidNotification)  a watch notification from the server: ReplyHeader then WatcherEvent
 //	-2 (XidPing)          a ping; its reply always carries -2
@@ -33,8 +30,8 @@
 //
 // # Encoding and null values
 //
-// int and long are 4 and 8 bytes big-endian, a boolean is one byte (any non-zero byte reads as
-// true), buffers, strings and vectors carry an int length or count. A length of -1 means null.
+// int and long are 4 and 8 bytes big-endian, a boolean one byte (non-zero reads as true);
+// buffers, strings and vectors carry an int length or count, -1 meaning null.
 // Buffers and vectors keep null apart from empty: null decodes to a nil slice, empty to a non-nil
 // slice of length zero, and each encodes back the way it came. Strings do not: a null string
 // decodes to "" and "" encodes as length 0, because no message of the protocol gives a null string
@@ -42,26 +39,22 @@
 //
 // # Limits
 //
-// A Decoder checks every length prefix against the bytes left in its input (each vector element
-// counting at least its smallest encoding) and against its maximum before it allocates, so a
-// short frame claiming a huge field or vector fails with ErrShortBuffer or ErrTooLarge instead of
-// allocating. The default maximum, DefaultMaxBuffer (0xfffff), is ZooKeeper's jute.maxbuffer;
-// servers apply the same limit to whole frames.
+// A Decoder checks every length prefix against the bytes left (each vector element counting at
+// least its smallest encoding) and its maximum before allocating, so a short frame claiming a huge
+// field fails with ErrShortBuffer or ErrTooLarge. DefaultMaxBuffer (0xfffff) is ZooKeeper's
+// jute.maxbuffer; servers apply the same limit to whole frames.
 //
 // # Errors
 //
-// A Decoder has a sticky error: the first failure is kept and every later read returns a zero
-// value, so record decoders read straight through and the caller checks once with Err or Finish.
-// Errors wrap the sentinels ErrShortBuffer, ErrTooLarge, ErrNegativeLen, ErrTrailingData and
-// ErrUnknownOp; compare with errors.Is. Code implements error, so ZooKeeper's error codes can be
-// returned and matched the same way.
+// A Decoder's error is sticky: the first failure is kept and later reads return zero values, so
+// decoders read straight through and the caller checks once with Err or Finish. Errors wrap
+// ErrShortBuffer, ErrTooLarge, ErrNegativeLen, ErrTrailingData and ErrUnknownOp (errors.Is).
+// Code implements error, so ZooKeeper's error codes are returned and matched the same way.
 //
 // # Concurrency
 //
-// An Encoder, a Decoder or a FrameReader is not safe for concurrent use; each belongs to one
-// goroutine (a connection's reader or writer). Records are plain values with no hidden state. A
-// record decoded by NewDecoder owns its memory (buffers and strings are copied out of the
-// input), so it stays valid after the frame buffer is reused and may be handed to other
-// goroutines; one decoded by NewAliasDecoder shares its byte buffers with the input, which must
-// then stay unmodified for as long as the record is used.
+// Encoders, Decoders and FrameReaders belong to one goroutine each. Records are plain values. A
+// record decoded by NewDecoder owns its memory (copied out of the input), so it outlives the frame
+// buffer and may go to other goroutines; one decoded by NewAliasDecoder shares its byte buffers
+// with the input, which must stay unmodified for as long as the record is used.
 package jute
