@@ -47,11 +47,9 @@
 //
 // # Known client issue
 //
-// go-zookeeper v1.0.4 has a data race of its own on reconnect (Conn.lastZxid is read by
-// sendSetWatches while recvLoop writes it; go-zookeeper/zk PR #35 is open). It is harmless on
-// 64-bit platforms in practice, but the race detector reports it when a reconnect with watches
-// coincides with a reply; this package's tests delay replies on reconnected test connections to
-// keep -race runs clean.
+// go-zookeeper v1.0.4 races on reconnect: sendSetWatches reads Conn.lastZxid while recvLoop writes
+// it (PR #35 is open). Harmless on 64-bit platforms, it trips -race when a reconnect with watches
+// meets a reply, so this package's tests delay replies on reconnected test connections.
 //
 // # Concurrency
 //
