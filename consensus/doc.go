@@ -20,8 +20,9 @@
 //     watch events queued by Config.OnApply precede the reply. Each write has one Pending,
 //     completed exactly once by whoever learns the outcome first.
 //   - Errors: ErrNoLeader and ErrBadRequest (nothing proposed), ErrUnknownOutcome (proposed; it
-//     may commit), ErrSessionMoved, ErrDiskFull, ErrShutdown. At most Config.MaxOutstanding
-//     proposals are outstanding; Start blocks beyond that.
+//     may commit), ErrSessionMoved, ErrDiskFull, ErrShutdown. Start retries, with jitter, only
+//     while nothing can have been proposed. At most Config.MaxOutstanding proposals are
+//     outstanding; Start blocks beyond that.
 //   - Hooks: Config.OnApply runs on every node for every transaction in zxid order on the FSM
 //     goroutine, the batch's last with the published view; Config.OnRestore after a snapshot
 //     replaced the tree; Config.OnServing when the serving signal (Serving) changes. None may
