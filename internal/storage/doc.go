@@ -1,6 +1,6 @@
 // Package storage owns everything a node keeps on disk under its data directory (dataDir/raft):
-// Raft's log and stable store (raft-wal segment files, or the bbolt file of earlier versions,
-// migrated on open), the snapshot store, and the snapshot format (the znode tree, in frames
+// Raft's log and stable store (raft-wal segment files; a bbolt file of earlier versions is
+// migrated on open unless LogStoreBolt keeps that format), the snapshot store, and the snapshot format (the znode tree, in frames
 // under CRC-32Cs). Every entry, stable value and snapshot carries a checksum, and nothing that
 // fails one is handed out: it is a *DamageError naming the file and what is wrong.
 //
