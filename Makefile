@@ -47,7 +47,7 @@ test-short:
 ## conformance on a real ensemble too (needs Debian's zookeeper package)
 test-zookeeper:
 	@./scripts/zk-banner.sh
-	CHAOS_TARGET=zookeeper $(GO) test -race -count=1 -timeout 20m -run '^TestFaults$$' ./internal/chaos/
+	CHAOS_TARGET=zookeeper $(GO) test -race -count=1 -timeout 20m -run '^TestFaults$$' ./internal/testkit/chaos/
 	RECIPES_TARGET=zookeeper $(GO) test -race -count=1 -timeout 20m ./recipes/
 	ZKBENCH_TARGET=zookeeper $(GO) test -race -count=1 -timeout 10m ./cmd/zkbench/
 	CONFORMANCE_ZK_ENSEMBLE=1 $(GO) test -race -count=1 -timeout 20m ./conformance/...
@@ -102,7 +102,7 @@ compat:
 clean:
 	rm -rf bin conformance.out conformance.json
 
-## chaos: the fault suite of internal/chaos (needs root: network namespaces) for a long mix: per target,
+## chaos: the fault suite of internal/testkit/chaos (needs root: network namespaces) for a long mix: per target,
 ## CHAOS_RUNS runs (default 3) of CHAOS_DURATION of faults (default 5m), so about 15 minutes of faults
 ## per target, against zkd and real Apache ZooKeeper (skipped if not installed); about 40 minutes in
 ## all. Prints a summary table (violations per check, time to serve again per fault kind).
@@ -111,4 +111,4 @@ clean:
 .PHONY: chaos
 chaos:
 	CHAOS_TARGET=$${CHAOS_TARGET:-zkd,zookeeper} CHAOS_RUNS=$${CHAOS_RUNS:-3} CHAOS_DURATION=$${CHAOS_DURATION:-5m} \
-		$(GO) test -race -count=1 -timeout 120m -v -run '^TestFaults$$' ./internal/chaos/
+		$(GO) test -race -count=1 -timeout 120m -v -run '^TestFaults$$' ./internal/testkit/chaos/

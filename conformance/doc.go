@@ -12,7 +12,7 @@
 //   - CONFORMANCE_ADDR=host:port[,host:port...] runs it against any running server;
 //     CONFORMANCE_CAPS=ttl,reconfig,4lw,fastreap,super=user:password declares the server-side
 //     switches it has on (fastreap: empty containers and expired TTL nodes are reaped within seconds).
-//   - otherwise a real standalone ZooKeeper is started on loopback (internal/zktest) when one is
+//   - otherwise a real standalone ZooKeeper is started on loopback (internal/testkit/zktest) when one is
 //     installed, and with CONFORMANCE_ZK_ENSEMBLE=1 a real 3-server ensemble as well;
 //   - the in-process zkd targets (standalone and a 3-node cluster) plug into inProcessTargets
 //     in targets_test.go.

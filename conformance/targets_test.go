@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
-	"github.com/zkd-io/zkd/internal/zktest"
+	"github.com/zkd-io/zkd/internal/testkit/zktest"
 	"github.com/zkd-io/zkd/server"
 	"go.uber.org/goleak"
 )
@@ -222,7 +222,7 @@ func buildTargets() (stop func(), err error) {
 	tg := &Target{
 		Name:  "zookeeper",
 		Addrs: zkSrv.Addrs,
-		// zktest (internal/apachezk) whitelists every four-letter word and leaves
+		// zktest (internal/testkit/apachezk) whitelists every four-letter word and leaves
 		// extendedTypesEnabled, reconfigEnabled and superDigest at their stock defaults (off).
 		Caps:      Capabilities{AllFourLetterWords: true},
 		Version:   ServerVersion(zkSrv.Addrs[0], 3*time.Second),

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Run by `make test`: says loudly when what the oracle and client checks need is missing, so that
 # nobody takes their SKIPs for passes. The oracle is real Apache ZooKeeper: the same files as
-# internal/apachezk's Installed (Debian's zookeeper package and java). The client smoke tests
+# internal/testkit/apachezk's Installed (Debian's zookeeper package and java). The client smoke tests
 # (server/clients_test.go) drive kazoo (python3-kazoo) and the C client cli_mt (zookeeper-bin).
 # /metrics is linted by promtool (Debian's prometheus package) in server's TestMetricsPassPromtool.
 install="apt-get install zookeeper zookeeper-bin python3-kazoo prometheus"

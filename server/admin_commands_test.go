@@ -18,7 +18,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/zkd-io/zkd/internal/apachezk"
+	"github.com/zkd-io/zkd/internal/testkit/apachezk"
 	"github.com/zkd-io/zkd/recipes"
 	"github.com/zkd-io/zkd/server"
 	"github.com/zkd-io/zkd/server/zkdtest"

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zkd-io/zkd/internal/raftnet"
+	"github.com/zkd-io/zkd/internal/testkit/raftnet"
 	"github.com/zkd-io/zkd/jute"
 	"github.com/zkd-io/zkd/server"
 )

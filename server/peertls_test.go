@@ -10,7 +10,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/zkd-io/zkd/consensus"
-	"github.com/zkd-io/zkd/internal/zktest"
+	"github.com/zkd-io/zkd/internal/testkit/zktest"
 	"github.com/zkd-io/zkd/server"
 	"github.com/zkd-io/zkd/server/zkdtest"
 )

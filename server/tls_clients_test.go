@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zkd-io/zkd/internal/apachezk"
-	"github.com/zkd-io/zkd/internal/tlstest"
+	"github.com/zkd-io/zkd/internal/testkit/apachezk"
+	"github.com/zkd-io/zkd/internal/testkit/tlstest"
 )
 
 // The clients users have, over TLS: kazoo (python3-kazoo) with PEM files, and the Java client

@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/zkd-io/zkd/conformance"
-	"github.com/zkd-io/zkd/internal/apachezk"
+	"github.com/zkd-io/zkd/internal/testkit/apachezk"
+	"github.com/zkd-io/zkd/internal/testkit/tlstest"
 	"github.com/zkd-io/zkd/internal/tlsconf"
-	"github.com/zkd-io/zkd/internal/tlstest"
 	"github.com/zkd-io/zkd/jute"
 	"github.com/zkd-io/zkd/server"
 	"github.com/zkd-io/zkd/server/zkdtest"

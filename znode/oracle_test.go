@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zkd-io/zkd/internal/zktest"
+	"github.com/zkd-io/zkd/internal/testkit/zktest"
 	"github.com/zkd-io/zkd/jute"
 )
 

@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/zkd-io/zkd/internal/apachezk"
+	"github.com/zkd-io/zkd/internal/testkit/apachezk"
 )
 
 // benchSpec is one row group of the comparison: a named run configuration.

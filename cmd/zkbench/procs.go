@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/zkd-io/zkd/internal/apachezk"
+	"github.com/zkd-io/zkd/internal/testkit/apachezk"
 	"github.com/zkd-io/zkd/jute"
 )
 
@@ -146,7 +146,7 @@ func (s *server) launchZkd(i int) error {
 
 // zooKeeperConfigs lays out Apache ZooKeeper with its files under dir: standalone on port base,
 // or (nodes = 3) an ensemble with client ports base..base+2, peer ports base+11.. and election
-// ports base+21... Every other setting is internal/apachezk's stock configuration.
+// ports base+21... Every other setting is internal/testkit/apachezk's stock configuration.
 func zooKeeperConfigs(dir string, base, nodes int) []apachezk.ServerConfig {
 	if nodes == 1 {
 		return []apachezk.ServerConfig{{Dir: dir, ClientAddr: fmt.Sprintf("127.0.0.1:%d", base)}}
@@ -167,7 +167,7 @@ func zooKeeperConfigs(dir string, base, nodes int) []apachezk.ServerConfig {
 	return cfgs
 }
 
-// startZooKeeper starts Apache ZooKeeper (internal/apachezk): standalone on port base, or a
+// startZooKeeper starts Apache ZooKeeper (internal/testkit/apachezk): standalone on port base, or a
 // 3-node ensemble on base..base+2.
 func startZooKeeper(ctx context.Context, dir string, base, nodes int) (*server, error) {
 	s := &server{kind: kindZooKeeper, dir: dir}

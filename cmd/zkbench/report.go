@@ -426,7 +426,7 @@ func conditions(c *comparison) []string {
 	}
 	lines := []string{
 		fmt.Sprintf("Machine: %s, %d logical CPUs, %s, Linux %s; load generator and servers share it, all traffic on loopback.", cpu, runtime.NumCPU(), mem, kernel),
-		"Apache ZooKeeper 3.8.0 (Debian package), launched by zkbench (internal/apachezk) as upstream's zkServer.sh does: forceSync=yes (fsync on every write), -Xmx1000m, tickTime 2000, " + java + ".",
+		"Apache ZooKeeper 3.8.0 (Debian package), launched by zkbench (internal/testkit/apachezk) as upstream's zkServer.sh does: forceSync=yes (fsync on every write), -Xmx1000m, tickTime 2000, " + java + ".",
 		"zkd: " + zkdLine + ".",
 		fmt.Sprintf("Load: zkbench (cmd/zkbench, a raw-protocol client on the jute package, %s), closed loop, 128-byte values unless stated; for 3 nodes the connections are spread over all servers, except in the single-client rows, whose client talks to a follower (asked with srvr) on both servers, as most of a ZooKeeper ensemble's clients do.", runtime.Version()),
 		fmt.Sprintf("Topologies: standalone, and cluster = 3 nodes on loopback; before the runs each server gets %v of unrecorded mixed load (JIT warm-up).", c.Options.Warmup),

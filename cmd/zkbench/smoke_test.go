@@ -17,8 +17,8 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/zkd-io/zkd/internal/tlstest"
-	"github.com/zkd-io/zkd/internal/zktest"
+	"github.com/zkd-io/zkd/internal/testkit/tlstest"
+	"github.com/zkd-io/zkd/internal/testkit/zktest"
 	"github.com/zkd-io/zkd/jute"
 	zkdserver "github.com/zkd-io/zkd/server"
 )

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zkd-io/zkd/internal/zktest"
+	"github.com/zkd-io/zkd/internal/testkit/zktest"
 )
 
 // zkdBesideZooKeeper skips t unless ZKBENCH_TARGET=zookeeper and a real ZooKeeper can run here;

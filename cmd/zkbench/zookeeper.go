@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/zkd-io/zkd/internal/apachezk"
+	"github.com/zkd-io/zkd/internal/testkit/apachezk"
 )
 
 // zookeeperMain runs one standalone Apache ZooKeeper (Debian's package, with the settings the

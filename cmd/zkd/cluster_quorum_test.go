@@ -14,8 +14,8 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/zkd-io/zkd/internal/apachezk"
-	"github.com/zkd-io/zkd/internal/zktest"
+	"github.com/zkd-io/zkd/internal/testkit/apachezk"
+	"github.com/zkd-io/zkd/internal/testkit/zktest"
 )
 
 // ensemble runs the members of a 3-server cluster, zkd or Apache ZooKeeper, from zoo.cfg keys,

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zkd-io/zkd/internal/apachezk"
-	"github.com/zkd-io/zkd/internal/child"
+	"github.com/zkd-io/zkd/internal/testkit/apachezk"
+	"github.com/zkd-io/zkd/internal/testkit/child"
 )
 
 // testKDC is a real MIT Kerberos KDC (Debian's krb5-kdc) on a loopback port, with its own realm,

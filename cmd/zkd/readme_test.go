@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/zkd-io/zkd/internal/tlstest"
+	"github.com/zkd-io/zkd/internal/testkit/tlstest"
 )
 
 // The zoo.cfg examples in the README's Security section are valid: each, with its files made

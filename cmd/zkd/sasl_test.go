@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/zkd-io/zkd/conformance"
-	"github.com/zkd-io/zkd/internal/apachezk"
+	"github.com/zkd-io/zkd/internal/testkit/apachezk"
 	"github.com/zkd-io/zkd/jute"
 	"github.com/zkd-io/zkd/server"
 )

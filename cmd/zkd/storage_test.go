@@ -18,7 +18,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/zkd-io/zkd/internal/zktest"
+	"github.com/zkd-io/zkd/internal/testkit/zktest"
 )
 
 // runZkdTool runs the binary to completion and returns its exit status and output.

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/zkd-io/zkd/internal/tlstest"
-	"github.com/zkd-io/zkd/internal/zktest"
+	"github.com/zkd-io/zkd/internal/testkit/tlstest"
+	"github.com/zkd-io/zkd/internal/testkit/zktest"
 )
 
 // quorumPEM writes a member's PEM key store (private key and certificate in one file, as

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/zkd-io/zkd/conformance"
+	"github.com/zkd-io/zkd/internal/testkit/tlstest"
 	"github.com/zkd-io/zkd/internal/tlsconf"
-	"github.com/zkd-io/zkd/internal/tlstest"
 	"github.com/zkd-io/zkd/jute"
 )
 

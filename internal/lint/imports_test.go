@@ -114,37 +114,56 @@ func TestLayering(t *testing.T) {
 	}
 }
 
-// TestTestMachinery keeps the test machinery out of production code: internal/apachezk (it
-// launches real Apache ZooKeeper processes) may be imported by test files, cmd/zkbench and other
-// internal/ packages only; internal/zktest and internal/raftnet by test files and internal/ only.
+// testkit is the root of the test machinery: everything under it (real Apache ZooKeeper processes,
+// the chaos suite, child processes, fault-injecting networks, test certificates) exists for tests.
+const testkit = module + "/internal/testkit"
+
+// TestTestMachinery keeps the test machinery out of production code: no production file outside
+// internal/testkit/ may import a package under it, except that cmd/zkbench (the side-by-side
+// harness against Apache ZooKeeper) may import internal/testkit/apachezk and internal/testkit/child.
 func TestTestMachinery(t *testing.T) {
-	rules := []struct {
-		pkg     string
-		allowed func(dir string) bool // for production files in dir
-	}{
-		{module + "/internal/apachezk", func(dir string) bool { return dir == "cmd/zkbench" || inInternal(dir) }},
-		{module + "/internal/zktest", inInternal},
-		{module + "/internal/raftnet", inInternal},
-		{module + "/internal/chaos", inInternal},
-		{module + "/internal/tlstest", inInternal},
-		{module + "/internal/child", func(dir string) bool { return dir == "cmd/zkbench" || inInternal(dir) }},
-	}
+	zkbenchMay := map[string]bool{testkit + "/apachezk": true, testkit + "/child": true}
 	dirs := packageDirs(t, ".")
 	if len(dirs) < 10 {
 		t.Fatalf("found only %d package directories in the module: %v", len(dirs), dirs)
 	}
+	machinery := 0
 	for _, dir := range dirs {
+		dir = filepath.ToSlash(dir)
+		if inTestkit(dir) {
+			machinery++
+			continue
+		}
 		prod, _ := imports(t, dir)
-		for _, r := range rules {
-			if files, ok := prod[r.pkg]; ok && !r.allowed(filepath.ToSlash(dir)) {
-				t.Errorf("%s imports %s (%s); it is test machinery (docs/architecture.md)", dir, r.pkg, strings.Join(files, ", "))
+		for p, files := range prod {
+			if p != testkit && !strings.HasPrefix(p, testkit+"/") {
+				continue
 			}
+			if dir == "cmd/zkbench" && zkbenchMay[p] {
+				continue
+			}
+			t.Errorf("%s imports %s (%s); it is test machinery (docs/architecture.md)", dir, p, strings.Join(files, ", "))
+		}
+	}
+	if machinery == 0 {
+		t.Errorf("found no package under internal/testkit: the rule checks nothing")
+	}
+}
+
+// TestTestMachineryLivesInTestkit keeps the test machinery in one place: the packages that were
+// moved under internal/testkit/ must not come back beside the runtime packages in internal/.
+func TestTestMachineryLivesInTestkit(t *testing.T) {
+	for _, name := range []string{"apachezk", "chaos", "child", "raftnet", "tlstest", "zktest"} {
+		if m, _ := filepath.Glob(filepath.Join("..", "..", "internal", name, "*.go")); len(m) > 0 {
+			t.Errorf("internal/%s holds Go files; test machinery lives under internal/testkit/%s", name, name)
 		}
 	}
 }
 
-// inInternal reports whether a module-relative directory is internal/ or below it.
-func inInternal(dir string) bool { return dir == "internal" || strings.HasPrefix(dir, "internal/") }
+// inTestkit reports whether a module-relative directory is internal/testkit or below it.
+func inTestkit(dir string) bool {
+	return dir == "internal/testkit" || strings.HasPrefix(dir, "internal/testkit/")
+}
 
 // TestNoPrintInLibraries keeps fmt.Print* and log.Print* out of library packages: they log
 // through an injected *slog.Logger.

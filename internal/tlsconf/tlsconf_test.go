@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zkd-io/zkd/internal/testkit/tlstest"
 	"github.com/zkd-io/zkd/internal/tlsconf"
-	"github.com/zkd-io/zkd/internal/tlstest"
 )
 
 // stores writes the server's key store and the CA's trust store in the given format and

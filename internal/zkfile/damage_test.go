@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/zkd-io/zkd/internal/zktest"
+	"github.com/zkd-io/zkd/internal/testkit/zktest"
 )
 
 // zooKeeperFiles runs the workload on a real ZooKeeper, stops it and returns its dataDir and

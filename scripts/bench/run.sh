@@ -5,7 +5,7 @@
 #
 # Builds cmd/zkbench and (if it exists and builds) cmd/zkd into a temporary directory, then runs
 # `zkbench compare`, which starts Apache ZooKeeper (Debian's zookeeper package, through
-# internal/apachezk) and zkd with fsync on, standalone and as 3-node clusters on loopback ports
+# internal/testkit/apachezk) and zkd with fsync on, standalone and as 3-node clusters on loopback ports
 # 24100-24499, alternates and repeats the runs, measures memory, startup and kill -9 recovery, and
 # latency on a 1M-znode tree with snapshots off and on, and writes the report. The floor server
 # (cmd/zkbench/floor.go, replicated for 3 nodes) runs in the same rotation as a yardstick. Without zkd it

@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zkd-io/zkd/internal/tlstest"
+	"github.com/zkd-io/zkd/internal/testkit/tlstest"
 )
 
-// CA is a certificate authority made for one test (internal/tlstest's, in the shape the
+// CA is a certificate authority made for one test (internal/testkit/tlstest's, in the shape the
 // cluster TLS tests use).
 type CA struct {
 	Cert *x509.Certificate

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zkd-io/zkd/internal/apachezk"
+	"github.com/zkd-io/zkd/internal/testkit/apachezk"
 )
 
 func TestCheck(t *testing.T) {

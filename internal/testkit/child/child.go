@@ -1,5 +1,5 @@
-// Package child starts and controls processes for test and tool machinery (internal/apachezk's
-// ZooKeeper servers, internal/chaos's zkd servers): each runs in a session of its own, is
+// Package child starts and controls processes for test and tool machinery (internal/testkit/apachezk's
+// ZooKeeper servers, internal/testkit/chaos's zkd servers): each runs in a session of its own, is
 // signalled only by its PID, is reaped by a goroutine its Process owns, and can be started again
 // on the same command line after it exited.
 //

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zkd-io/zkd/internal/apachezk"
+	"github.com/zkd-io/zkd/internal/testkit/apachezk"
 )
 
 // defaultDuration is how long faults are injected per run by default: with setup, recovery and
@@ -39,7 +39,7 @@ func TestFaults(t *testing.T) {
 	t.Logf("seed %d (replay with CHAOS_SEED=%d)", seed, seed)
 	ctx := t.Context()
 	if err := CheckNetns(ctx); err != nil {
-		t.Skipf("SKIPPING THE CHAOS SUITE (internal/chaos): %v", err)
+		t.Skipf("SKIPPING THE CHAOS SUITE (internal/testkit/chaos): %v", err)
 	}
 	if removed, err := Sweep(ctx); err != nil || len(removed) > 0 {
 		t.Logf("swept what dead runs left behind: %v (errors: %v)", removed, err)

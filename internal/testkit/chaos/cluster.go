@@ -11,8 +11,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/zkd-io/zkd/internal/apachezk"
-	"github.com/zkd-io/zkd/internal/child"
+	"github.com/zkd-io/zkd/internal/testkit/apachezk"
+	"github.com/zkd-io/zkd/internal/testkit/child"
 )
 
 // Targets: the server implementation a run starts.

@@ -1,6 +1,6 @@
 // Package zktest holds test machinery shared by zkd's black-box suites: starting a real Apache
 // ZooKeeper (the reference implementation, from Debian's zookeeper package) on loopback through
-// internal/apachezk, so the same tests can run against ZooKeeper and zkd side by side.
+// internal/testkit/apachezk, so the same tests can run against ZooKeeper and zkd side by side.
 //
 // It is imported only from _test.go files.
 package zktest
@@ -15,7 +15,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/zkd-io/zkd/internal/apachezk"
+	"github.com/zkd-io/zkd/internal/testkit/apachezk"
 )
 
 // ErrNoZooKeeper reports that a real ZooKeeper cannot be started here. Errors wrapping it say

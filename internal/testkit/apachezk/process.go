@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/zkd-io/zkd/internal/child"
+	"github.com/zkd-io/zkd/internal/testkit/child"
 )
 
 // StopGrace is how long Stop waits after SIGTERM before it sends SIGKILL.
@@ -26,7 +26,7 @@ var ErrNotRunning = child.ErrNotRunning
 // ErrRunning reports a Restart of a server that is still running.
 var ErrRunning = child.ErrRunning
 
-// Process is one ZooKeeper server: the JVM this process started (internal/child does the process
+// Process is one ZooKeeper server: the JVM this process started (internal/testkit/child does the process
 // control: PID, Running, Launched, Kill, Pause, Resume, Restart), and its files. Its methods are
 // safe for concurrent use.
 type Process struct {

@@ -9,8 +9,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/zkd-io/zkd/internal/apachezk"
-	"github.com/zkd-io/zkd/internal/child"
+	"github.com/zkd-io/zkd/internal/testkit/apachezk"
+	"github.com/zkd-io/zkd/internal/testkit/child"
 )
 
 // process is one server process the test started and controls by PID: a zkd process here, or
@@ -32,7 +32,7 @@ var (
 )
 
 // zkdProcess is a zkd binary started under a command prefix (ip netns exec NS) that execs it in
-// place, with its output appended to a log file; internal/child does the process control.
+// place, with its output appended to a log file; internal/testkit/child does the process control.
 type zkdProcess struct {
 	*child.Process
 	log  string // stdout and stderr, appended across restarts
