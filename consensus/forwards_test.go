@@ -11,7 +11,7 @@ import (
 
 	"github.com/zkd-io/zkd/internal/third_party/raft"
 
-	"github.com/zkd-io/zkd/internal/zktest"
+	"github.com/zkd-io/zkd/internal/testkit/zktest"
 )
 
 // stuckFuture is a raft future that resolves with err once release is closed.

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zkd-io/zkd/internal/raftnet"
 	"github.com/zkd-io/zkd/internal/storage"
+	"github.com/zkd-io/zkd/internal/testkit/raftnet"
 	"github.com/zkd-io/zkd/jute"
 	"github.com/zkd-io/zkd/znode"
 )

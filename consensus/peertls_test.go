@@ -14,7 +14,7 @@ import (
 	"github.com/zkd-io/zkd/internal/peernet"
 	"github.com/zkd-io/zkd/internal/third_party/raft"
 
-	"github.com/zkd-io/zkd/internal/zktest"
+	"github.com/zkd-io/zkd/internal/testkit/zktest"
 	"github.com/zkd-io/zkd/jute"
 )
 
