@@ -6,31 +6,18 @@ import (
 	"strings"
 	"testing"
 	"time"
-)
 
-// kazooPython finds a python3 that imports kazoo (Debian's python3-kazoo installs into the system
-// interpreter, which a PATH python3 such as pyenv's may not be), or returns why there is none.
-func kazooPython() (string, string) {
-	for _, py := range []string{"/usr/bin/python3", "python3"} {
-		path, err := exec.LookPath(py)
-		if err != nil {
-			continue
-		}
-		if exec.Command(path, "-c", "import kazoo.recipe.lock, kazoo.recipe.election").Run() == nil {
-			return path, ""
-		}
-	}
-	return "", "no python3 with kazoo (install python3-kazoo)"
-}
+	"github.com/zkd-io/zkd/internal/testkit/pyclient"
+)
 
 // TestKazooRecipes runs testdata/kazoo_recipes.py, which drives kazoo's Lock, ReadLock, WriteLock,
 // Semaphore and Election recipes with two contending clients, against every target.
 func TestKazooRecipes(t *testing.T) {
-	py, why := kazooPython()
+	py, noKazoo := pyclient.Kazoo()
 	runChecks(t, "kazoo", []check{
 		{"lock_rwlock_semaphore_election", func(t *testing.T, e *env) {
-			if py == "" {
-				t.Skip(why)
+			if noKazoo != nil {
+				t.Skip(noKazoo)
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 			defer cancel()

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/zkd-io/zkd/internal/testkit"
 )
 
 // TestMutexCancelDuringCreate cancels while the create request is in flight: the node is created
@@ -33,7 +35,7 @@ func TestMutexCancelDuringCreate(t *testing.T) {
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Lock = %v; want context.Canceled", err)
 	}
-	waitFor(t, 10*time.Second, "cleanup", func() bool { return len(children(t, other, p)) == 1 })
+	testkit.Eventually(t, 10*time.Second, "cleanup", func() bool { return len(children(t, other, p)) == 1 })
 	if err := holder.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -73,8 +75,8 @@ func TestMutexCancelDuringGhostRecovery(t *testing.T) {
 		t.Fatal("no background deletion queued for the ghost")
 	}
 	f.heal()
-	waitFor(t, 15*time.Second, "ghost removed", func() bool { return len(children(t, other, p)) == 0 })
-	waitFor(t, 5*time.Second, "queue drained", func() bool { return s.pendingDeletes() == 0 })
+	testkit.Eventually(t, 15*time.Second, "ghost removed", func() bool { return len(children(t, other, p)) == 0 })
+	testkit.Eventually(t, 5*time.Second, "queue drained", func() bool { return s.pendingDeletes() == 0 })
 }
 
 // TestUnlockWhileCutOff: Unlock cannot confirm the deletion before its ctx ends, so it must say
@@ -100,7 +102,7 @@ func TestUnlockWhileCutOff(t *testing.T) {
 		t.Fatalf("children = %v; the node is still there while cut off", c)
 	}
 	f.heal()
-	waitFor(t, 15*time.Second, "background release", func() bool { return len(children(t, other, p)) == 0 })
+	testkit.Eventually(t, 15*time.Second, "background release", func() bool { return len(children(t, other, p)) == 0 })
 	if err := l.Unlock(ctx); err != nil {
 		t.Fatalf("second Unlock after the background release = %v; want nil", err)
 	}

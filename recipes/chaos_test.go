@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/zkd-io/zkd/internal/testkit"
 )
 
 // TestMutexExclusionUnderConnectionChaos contends while connections keep breaking and create and
@@ -70,5 +72,5 @@ func TestMutexExclusionUnderConnectionChaos(t *testing.T) {
 	chaos.Wait()
 	chk.verify(t, sessions*goroutines*rounds)
 	s := newTestSession(t, nil)
-	waitFor(t, 10*time.Second, "no nodes left", func() bool { return len(children(t, s, p)) == 0 })
+	testkit.Eventually(t, 10*time.Second, "no nodes left", func() bool { return len(children(t, s, p)) == 0 })
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/zkd-io/zkd/internal/testkit/pyclient"
 )
 
 // kazooScript contends for a kazoo Lock and proves exclusion through ZooKeeper itself: inside
@@ -40,23 +41,9 @@ zk.stop()
 print("OK")
 `
 
-// kazooPython returns a Python interpreter that can import kazoo, or skips.
-func kazooPython(t *testing.T) string {
-	t.Helper()
-	for _, py := range []string{"/usr/bin/python3", "python3"} {
-		if p, err := exec.LookPath(py); err == nil {
-			if exec.Command(p, "-c", "import kazoo").Run() == nil {
-				return p
-			}
-		}
-	}
-	t.Skip("kazoo is not installed (Debian python3-kazoo)")
-	return ""
-}
-
 // TestKazooInterop runs kazoo Lock processes and Go Mutexes in Kazoo mode on one path.
 func TestKazooInterop(t *testing.T) {
-	py := kazooPython(t)
+	py := pyclient.KazooPython(t)
 	addrs := testServer(t)
 	p := testPath(t)
 	ctx := testCtx(t, 90*time.Second)
@@ -119,7 +106,7 @@ func TestKazooInterop(t *testing.T) {
 // TestKazooSeesGoHolder checks the names directly: while a Go Kazoo-mode lease is held, kazoo's
 // non-blocking acquire fails, and kazoo's contenders() lists the Go node's data.
 func TestKazooSeesGoHolder(t *testing.T) {
-	py := kazooPython(t)
+	py := pyclient.KazooPython(t)
 	addrs := testServer(t)
 	p := testPath(t)
 	ctx := testCtx(t, 30*time.Second)
@@ -177,7 +164,7 @@ print("OK")
 // TestKazooRWInterop: kazoo WriteLock writers and Go Kazoo-mode RWMutex readers and writers on
 // one path.
 func TestKazooRWInterop(t *testing.T) {
-	py := kazooPython(t)
+	py := pyclient.KazooPython(t)
 	addrs := testServer(t)
 	p := testPath(t)
 	ctx := testCtx(t, 90*time.Second)

@@ -133,18 +133,6 @@ func testCtx(t testing.TB, d time.Duration) context.Context {
 	return ctx
 }
 
-// waitFor polls cond until it holds or the deadline passes (only where no event exists).
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // children lists a path with a plain connection of the test.
 func children(t testing.TB, s *Session, p string) []string {
 	t.Helper()

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/zkd-io/zkd/internal/testkit"
 )
 
 // exclusionChecker fails on any overlap of critical sections and on any fencing token that does
@@ -121,7 +122,7 @@ func TestMutexFIFO(t *testing.T) {
 			}
 		})
 		// Enqueue strictly one after another: wait until waiter i's node exists.
-		waitFor(t, 10*time.Second, "waiter node", func() bool { return len(children(t, s, p)) == i+2 })
+		testkit.Eventually(t, 10*time.Second, "waiter node", func() bool { return len(children(t, s, p)) == i+2 })
 	}
 	if err := holder.Unlock(ctx); err != nil {
 		t.Fatal(err)
@@ -160,7 +161,7 @@ func TestMutexNoHerd(t *testing.T) {
 			}
 			ws[i].lease <- l
 		}()
-		waitFor(t, 10*time.Second, "waiter node", func() bool { return len(children(t, s, p)) == i+2 })
+		testkit.Eventually(t, 10*time.Second, "waiter node", func() bool { return len(children(t, s, p)) == i+2 })
 	}
 	release := holder
 	for i := range ws {
@@ -234,7 +235,7 @@ func TestMutexCancelLeavesNothing(t *testing.T) {
 		_, err := NewMutex(s2, p).Lock(wctx)
 		done <- err
 	}()
-	waitFor(t, 10*time.Second, "waiter node", func() bool { return len(children(t, s1, p)) == 2 })
+	testkit.Eventually(t, 10*time.Second, "waiter node", func() bool { return len(children(t, s1, p)) == 2 })
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Lock after cancel = %v; want context.Canceled", err)
@@ -376,11 +377,11 @@ func TestMutexSessionExpiryWhileWaiting(t *testing.T) {
 		}
 		got <- l
 	}()
-	waitFor(t, 10*time.Second, "waiter node", func() bool { return len(children(t, s, p)) == 2 })
+	testkit.Eventually(t, 10*time.Second, "waiter node", func() bool { return len(children(t, s, p)) == 2 })
 	sid, pw := f.credentials()
 	expireSession(t, sid, pw)
 	// The waiter re-queues under its new session: a second node appears again.
-	waitFor(t, 20*time.Second, "re-queued waiter", func() bool {
+	testkit.Eventually(t, 20*time.Second, "re-queued waiter", func() bool {
 		return ws.ID() != sid && len(children(t, s, p)) == 2
 	})
 	if err := holder.Unlock(ctx); err != nil {

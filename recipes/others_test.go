@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/zkd-io/zkd/internal/testkit"
 )
 
 func TestSemaphoreBoundsHolders(t *testing.T) {
@@ -90,7 +91,7 @@ func TestSemaphoreTryAndCancelLeaveNoLease(t *testing.T) {
 		}
 		got <- l
 	}()
-	waitFor(t, 10*time.Second, "waiting lease", func() bool { return len(children(t, s1, p+"/leases")) == 3 })
+	testkit.Eventually(t, 10*time.Second, "waiting lease", func() bool { return len(children(t, s1, p+"/leases")) == 3 })
 	if err := ls[0].Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +136,7 @@ func TestElection(t *testing.T) {
 		}
 		got2 <- l
 	}()
-	waitFor(t, 10*time.Second, "second candidate", func() bool { return len(children(t, obs, p)) == 2 })
+	testkit.Eventually(t, 10*time.Second, "second candidate", func() bool { return len(children(t, obs, p)) == 2 })
 	leader, err := NewElection(obs, p).Leader(ctx)
 	if err != nil || string(leader.Data) != "one" {
 		t.Fatalf("Leader = %+v, %v; want one", leader, err)
@@ -294,7 +295,7 @@ func TestSemaphoreLeaseEndsWithSession(t *testing.T) {
 		}
 		got <- l
 	}()
-	waitFor(t, 10*time.Second, "waiting lease", func() bool { return len(children(t, s2, p+"/leases")) == 2 })
+	testkit.Eventually(t, 10*time.Second, "waiting lease", func() bool { return len(children(t, s2, p+"/leases")) == 2 })
 	sid, pw := f.credentials()
 	expireSession(t, sid, pw)
 	select {

@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/zkd-io/zkd/internal/testkit"
 )
 
 func TestRWMutexReadersShareWritersExclude(t *testing.T) {
@@ -64,7 +66,7 @@ func TestRWMutexWriterNotStarved(t *testing.T) {
 		}
 		wgot <- w
 	}()
-	waitFor(t, 10*time.Second, "writer queued", func() bool { return len(children(t, s1, p)) == 2 })
+	testkit.Eventually(t, 10*time.Second, "writer queued", func() bool { return len(children(t, s1, p)) == 2 })
 	if _, err := NewRWMutex(s3, p).TryRLock(ctx); !errors.Is(err, ErrLocked) {
 		t.Fatalf("reader behind a queued writer = %v; want ErrLocked", err)
 	}
@@ -99,7 +101,7 @@ func TestRWMutexDowngradeKeepsQueuedWriterOut(t *testing.T) {
 		acquired.Store(true)
 		wgot <- w
 	}()
-	waitFor(t, 10*time.Second, "writer queued", func() bool { return len(children(t, s1, p)) == 2 })
+	testkit.Eventually(t, 10*time.Second, "writer queued", func() bool { return len(children(t, s1, p)) == 2 })
 	r1, err := w1.Downgrade(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -18,7 +18,9 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/zkd-io/zkd/internal/testkit"
 	"github.com/zkd-io/zkd/internal/testkit/apachezk"
+	"github.com/zkd-io/zkd/internal/testkit/zktest"
 	"github.com/zkd-io/zkd/recipes"
 	"github.com/zkd-io/zkd/server"
 	"github.com/zkd-io/zkd/server/zkdtest"
@@ -372,46 +374,26 @@ func TestAdminCommandShapesMatchZooKeeper(t *testing.T) {
 // the AdminServer's base URL and the client address.
 func startZooKeeperWithAdmin(t *testing.T) (base, addr string) {
 	t.Helper()
-	for attempt := 0; ; attempt++ {
-		ports, err := apachezk.FreePorts(2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := apachezk.Launch(apachezk.ServerConfig{
+	var adminPort int
+	p := zktest.Launch(t, 2, func(ports []int) apachezk.ServerConfig {
+		adminPort = ports[1]
+		return apachezk.ServerConfig{
 			Dir:        t.TempDir(),
 			ClientAddr: fmt.Sprintf("127.0.0.1:%d", ports[0]),
 			HeapMB:     256,
 			Extra: map[string]string{"admin.enableServer": "true", "admin.serverAddress": "127.0.0.1",
 				"admin.serverPort": strconv.Itoa(ports[1])},
-		})
-		if err != nil {
-			t.Fatal(err)
 		}
-		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-		err = p.WaitReady(ctx)
-		cancel()
-		if err != nil {
-			_ = p.Stop()
-			if _, exited := err.(*apachezk.ExitError); exited && attempt < 3 {
-				continue // a port was taken meanwhile
-			}
-			t.Fatal(err)
+	})
+	base = fmt.Sprintf("http://127.0.0.1:%d", adminPort)
+	testkit.EventuallyNil(t, 30*time.Second, "ZooKeeper's AdminServer at "+base, func() error {
+		resp, err := http.Get(base + "/commands/ruok")
+		if err == nil {
+			resp.Body.Close()
 		}
-		t.Cleanup(func() { _ = p.Stop() })
-		base = fmt.Sprintf("http://127.0.0.1:%d", ports[1])
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			resp, err := http.Get(base + "/commands/ruok")
-			if err == nil {
-				resp.Body.Close()
-				return base, p.ClientAddr()
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("ZooKeeper's AdminServer at %s: %v", base, err)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
+		return err
+	})
+	return base, p.ClientAddr()
 }
 
 // runtimeGCPercent is the GC percent in force, as system_properties should report it.

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zkd-io/zkd/internal/testkit/pyclient"
 	"github.com/zkd-io/zkd/server/zkdtest"
 )
 
@@ -19,28 +20,6 @@ const (
 	zkCli = "/usr/share/zookeeper/bin/zkCli.sh"
 	cliMt = "/usr/lib/zookeeper/bin/cli_mt"
 )
-
-// kazooPython finds a python3 that can import kazoo, or skips the test.
-func kazooPython(t *testing.T) string {
-	t.Helper()
-	py := kazooPythonPath()
-	if py == "" {
-		t.Skip(noKazoo)
-	}
-	return py
-}
-
-const noKazoo = "kazoo is not installed (Debian package python3-kazoo)"
-
-// kazooPythonPath returns a python3 that can import kazoo, or "" when there is none.
-func kazooPythonPath() string {
-	for _, py := range []string{"/usr/bin/python3", "python3"} {
-		if err := exec.Command(py, "-c", "import kazoo").Run(); err == nil {
-			return py
-		}
-	}
-	return ""
-}
 
 func runClient(t *testing.T, timeout time.Duration, stdin string, name string, args ...string) string {
 	t.Helper()
@@ -66,7 +45,7 @@ func TestKazooSmoke(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs an external client")
 	}
-	py := kazooPython(t)
+	py := pyclient.KazooPython(t)
 	for name, hosts := range smokeTargets(t) {
 		out := runClient(t, 60*time.Second, "", py, "testdata/kazoo_smoke.py", hosts)
 		if !strings.Contains(out, "kazoo ok") {

@@ -18,6 +18,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/zkd-io/zkd/internal/testkit/apachezk"
+	"github.com/zkd-io/zkd/internal/testkit/pyclient"
 	"github.com/zkd-io/zkd/internal/testkit/zktest"
 	"github.com/zkd-io/zkd/server"
 	"github.com/zkd-io/zkd/server/zkdtest"
@@ -149,9 +150,9 @@ func holdWith(ctx context.Context, client string, tg heldTarget, maxTimeout, d t
 	case "go-zookeeper":
 		return holdGoZookeeper(tg, maxTimeout, d, h), "", nil
 	case "kazoo":
-		py := kazooPythonPath()
-		if py == "" {
-			return nil, noKazoo, nil
+		py, err := pyclient.Kazoo()
+		if err != nil {
+			return nil, err.Error(), nil
 		}
 		args := []string{filepath.Join("testdata", "long_lived.py"), strings.Join(tg.plain, ","), secs(d), timeout}
 		if h != nil && len(tg.tls) > 0 {
@@ -365,23 +366,8 @@ func TestLongLivedClientsRealTime(t *testing.T) {
 	if zktest.Check() == nil {
 		z := startZooKeeperTLS(t, h.pki.props(nil)) // zoo.cfg's stock tickTime
 		tgs["zookeeper"] = heldTarget{plain: []string{z.plain}, tls: []string{z.secure}}
-		tgs["zookeeper-ensemble"] = heldTarget{plain: startZooKeeperEnsemble(t).Addrs}
+		tgs["zookeeper-ensemble"] = heldTarget{plain: zktest.Ensemble(t).Addrs}
 		targets = append(targets, "zookeeper", "zookeeper-ensemble")
 	}
 	holdClients(t, targets, tgs, 20*tick, hold, h)
-}
-
-// startZooKeeperEnsemble starts a stock real ZooKeeper ensemble of three servers, stopped when
-// the test ends, or skips the test when none can be started here.
-func startZooKeeperEnsemble(t *testing.T) *zktest.ZooKeeper {
-	t.Helper()
-	if err := zktest.Check(); err != nil {
-		t.Skip(err)
-	}
-	z, err := zktest.StartEnsemble(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = z.Stop() })
-	return z
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/zkd-io/zkd/internal/testkit/apachezk"
+	"github.com/zkd-io/zkd/internal/testkit/pyclient"
 	"github.com/zkd-io/zkd/internal/testkit/tlstest"
 )
 
@@ -39,7 +40,7 @@ func TestKazooTLS(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs an external client")
 	}
-	py := kazooPython(t)
+	py := pyclient.KazooPython(t)
 	p := newPKI(t)
 	leaf := p.client(t, acmeSubject)
 	leaf.WriteCertAndKey(t, p.path("kazoo.crt"), p.path("kazoo.key"))

@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"context"
 	"crypto/tls"
 	"crypto/x509/pkix"
 	"errors"
@@ -17,6 +16,7 @@ import (
 	"github.com/zkd-io/zkd/conformance"
 	"github.com/zkd-io/zkd/internal/testkit/apachezk"
 	"github.com/zkd-io/zkd/internal/testkit/tlstest"
+	"github.com/zkd-io/zkd/internal/testkit/zktest"
 	"github.com/zkd-io/zkd/internal/tlsconf"
 	"github.com/zkd-io/zkd/jute"
 	"github.com/zkd-io/zkd/server"
@@ -108,14 +108,9 @@ func startZkdTLS(t *testing.T, props map[string]string) tlsTarget {
 // needs for TLS), a plain and a secure client port, and props.
 func startZooKeeperTLS(t *testing.T, props map[string]string) tlsTarget {
 	t.Helper()
-	if err := apachezk.Installed(); err != nil {
-		t.Skip(err)
-	}
-	for attempt := 0; ; attempt++ {
-		ports, err := apachezk.FreePorts(2)
-		if err != nil {
-			t.Fatal(err)
-		}
+	var secure int
+	p := zktest.Launch(t, 2, func(ports []int) apachezk.ServerConfig {
+		secure = ports[1]
 		extra := map[string]string{
 			"serverCnxnFactory":       "org.apache.zookeeper.server.NettyServerCnxnFactory",
 			"secureClientPort":        strconv.Itoa(ports[1]),
@@ -124,26 +119,11 @@ func startZooKeeperTLS(t *testing.T, props map[string]string) tlsTarget {
 		for k, v := range props {
 			extra[k] = v
 		}
-		p, err := apachezk.Launch(apachezk.ServerConfig{
+		return apachezk.ServerConfig{
 			Dir: t.TempDir(), ClientAddr: fmt.Sprintf("127.0.0.1:%d", ports[0]), HeapMB: 256, Extra: extra,
-		})
-		if err != nil {
-			t.Fatal(err)
 		}
-		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-		err = p.WaitReady(ctx)
-		cancel()
-		if err != nil {
-			_ = p.Stop()
-			var exited *apachezk.ExitError
-			if errors.As(err, &exited) && attempt < 3 {
-				continue // a port was taken meanwhile
-			}
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = p.Stop() })
-		return tlsTarget{plain: p.ClientAddr(), secure: fmt.Sprintf("127.0.0.1:%d", ports[1])}
-	}
+	})
+	return tlsTarget{plain: p.ClientAddr(), secure: fmt.Sprintf("127.0.0.1:%d", secure)}
 }
 
 // clientTLS is a Go client's TLS configuration: it trusts the test CA, checks the server's

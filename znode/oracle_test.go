@@ -1,25 +1,24 @@
 package znode
 
 import (
-	"encoding/binary"
 	"fmt"
-	"io"
-	"net"
 	"os"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/zkd-io/zkd/conformance"
+	"github.com/zkd-io/zkd/internal/testkit"
 	"github.com/zkd-io/zkd/internal/testkit/zktest"
 	"github.com/zkd-io/zkd/jute"
 )
 
-// rawClient speaks ZooKeeper's protocol one request at a time, for comparing replies with a real
-// server. It sets no watches, so every frame it reads is the reply to its last request.
+// rawClient speaks ZooKeeper's protocol one request at a time (conformance.Raw), for comparing
+// replies with a real server. It sets no watches, so every frame it reads is the reply to its
+// last request.
 type rawClient struct {
 	t       *testing.T
-	conn    net.Conn
-	xid     int32
+	raw     *conformance.Raw
 	session int64
 }
 
@@ -27,94 +26,42 @@ func dialRaw(t *testing.T, addr string) *rawClient {
 	t.Helper()
 	// A server that has just come up may still drop connections for a moment: retry the handshake
 	// until a deadline.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		c, err := handshake(t, addr)
-		if err == nil {
-			return c
+	var raw *conformance.Raw
+	testkit.EventuallyNil(t, 20*time.Second, "a session with "+addr, func() error {
+		r, err := conformance.DialRaw(addr, 20*time.Second)
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("handshake with %s: %v", addr, err)
+		if err := r.NewSession(30000); err != nil {
+			_ = r.Close()
+			return err
 		}
-		time.Sleep(100 * time.Millisecond) // no event to wait on: poll with a deadline
-	}
+		raw = r
+		return nil
+	})
+	t.Cleanup(func() { _ = raw.Close() })
+	return &rawClient{t: t, raw: raw, session: raw.Session.SessionID}
 }
 
-func handshake(t *testing.T, addr string) (*rawClient, error) {
-	conn, err := net.DialTimeout("tcp", addr, 10*time.Second)
-	if err != nil {
-		return nil, err
-	}
-	req := jute.Marshal(nil, &jute.ConnectRequest{TimeOut: 30000, Passwd: make([]byte, 16)})
-	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := conn.Write(append(binary.BigEndian.AppendUint32(nil, uint32(len(req))), req...)); err != nil {
-		_ = conn.Close()
-		return nil, err
-	}
-	var hdr [4]byte
-	if _, err := io.ReadFull(conn, hdr[:]); err != nil {
-		_ = conn.Close()
-		return nil, err
-	}
-	b := make([]byte, binary.BigEndian.Uint32(hdr[:]))
-	var resp jute.ConnectResponse
-	if _, err := io.ReadFull(conn, b); err != nil || jute.Unmarshal(b, 0, &resp) != nil || resp.SessionID == 0 {
-		_ = conn.Close()
-		return nil, fmt.Errorf("bad handshake reply: %v", err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	return &rawClient{t: t, conn: conn, session: resp.SessionID}, nil
-}
-
-func (c *rawClient) send(payload []byte) {
-	c.t.Helper()
-	frame := binary.BigEndian.AppendUint32(nil, uint32(len(payload)))
-	_ = c.conn.SetDeadline(time.Now().Add(20 * time.Second))
-	if _, err := c.conn.Write(append(frame, payload...)); err != nil {
-		c.t.Fatal(err)
-	}
-}
-
-func (c *rawClient) recv() []byte {
-	c.t.Helper()
-	var hdr [4]byte
-	if _, err := io.ReadFull(c.conn, hdr[:]); err != nil {
-		c.t.Fatal(err)
-	}
-	b := make([]byte, binary.BigEndian.Uint32(hdr[:]))
-	if _, err := io.ReadFull(c.conn, b); err != nil {
-		c.t.Fatal(err)
-	}
-	return b
-}
-
-// call sends a request and returns the reply's zxid, error code and decoded body.
+// call sends a request (with the next xid when xid is 0) and returns the reply's zxid, error code
+// and decoded body.
 func (c *rawClient) call(xid int32, op jute.Op, req jute.Record) (int64, jute.Code, jute.Record) {
 	c.t.Helper()
 	if xid == 0 {
-		c.xid++
-		xid = c.xid
+		xid = c.raw.NextXid()
 	}
-	e := jute.NewEncoder(nil)
-	(&jute.RequestHeader{Xid: xid, Type: op}).Encode(e)
-	if req != nil {
-		req.Encode(e)
+	rep, err := c.raw.CallXid(xid, op, req)
+	if err != nil {
+		c.t.Fatalf("%v: %v", op, err)
 	}
-	c.send(e.Bytes())
-	d := jute.NewDecoder(c.recv(), 0)
-	var h jute.ReplyHeader
-	h.Decode(d)
-	if h.Xid != xid {
-		c.t.Fatalf("reply xid %d to request %d", h.Xid, xid)
-	}
+	h := rep.Header
 	if h.Err != 0 || op == jute.OpAuth {
 		return h.Zxid, h.Err, nil
 	}
 	resp := jute.NewResponse(op)
 	if resp != nil {
-		resp.Decode(d)
-		if d.Err() != nil {
-			c.t.Fatalf("%v reply: %v", op, d.Err())
+		if err := rep.Decode(resp); err != nil {
+			c.t.Fatalf("%v reply: %v", op, err)
 		}
 	}
 	return h.Zxid, h.Err, resp
@@ -170,12 +117,7 @@ func TestAgainstZooKeeper(t *testing.T) {
 	}
 	addr := os.Getenv("ZNODE_ZK_ADDR") // a fresh ZooKeeper already running, if set
 	if addr == "" {
-		zk, err := zktest.StartZooKeeper(t.TempDir())
-		if err != nil {
-			t.Skipf("no ZooKeeper here: %v", err)
-		}
-		t.Cleanup(func() { _ = zk.Stop() })
-		addr = zk.Addrs[0]
+		addr = zktest.Standalone(t).Addrs[0]
 	}
 	c := dialRaw(t, addr)
 

@@ -125,9 +125,7 @@ func zkdEnsemble(t *testing.T) *ensemble {
 
 // zooKeeperEnsemble starts Apache ZooKeeper servers, or skips without them.
 func zooKeeperEnsemble(t *testing.T) *ensemble {
-	if err := apachezk.Installed(); err != nil {
-		t.Skipf("no Apache ZooKeeper to check against: %v", err)
-	}
+	zktest.Require(t)
 	if testing.Short() {
 		t.Skip("runs three ZooKeeper JVMs")
 	}

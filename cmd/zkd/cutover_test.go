@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"os"
@@ -16,6 +15,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/zkd-io/zkd/internal/testkit/apachezk"
+	"github.com/zkd-io/zkd/internal/testkit/pyclient"
 	"github.com/zkd-io/zkd/internal/testkit/zktest"
 	"github.com/zkd-io/zkd/znode"
 )
@@ -25,9 +25,7 @@ import (
 // lists the three servers keeps its session, ephemerals and watches; the tree is the same; and
 // the test reports how long writes were unavailable.
 func TestImportEnsembleCutover(t *testing.T) {
-	if err := apachezk.Installed(); err != nil {
-		t.Skipf("real ZooKeeper is not installed: %v", err)
-	}
+	zktest.Require(t)
 	if testing.Short() {
 		t.Skip("runs three ZooKeeper and three zkd servers")
 	}
@@ -42,26 +40,14 @@ func TestImportEnsembleCutover(t *testing.T) {
 		servers = append(servers, fmt.Sprintf("server.%d=127.0.0.1:%d:%d", i+1, ports[3+i], ports[6+i]))
 		clients = append(clients, fmt.Sprintf("127.0.0.1:%d", ports[i]))
 	}
-	procs := make([]*apachezk.Process, 3)
+	cfgs := make([]apachezk.ServerConfig, 3)
 	for i := range 3 {
-		p, err := apachezk.Launch(apachezk.ServerConfig{
+		cfgs[i] = apachezk.ServerConfig{
 			Dir: filepath.Join(dir, fmt.Sprintf("zk%d", i+1)), ClientAddr: clients[i], ID: i + 1, Servers: servers, HeapMB: 256,
 			Extra: map[string]string{"extendedTypesEnabled": "true", "snapCount": "40", "DigestAuthenticationProvider.superDigest": super},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = p.Stop() })
-		procs[i] = p
-	}
-	for _, p := range procs {
-		ctx, cancel := context.WithTimeout(t.Context(), 120*time.Second)
-		err := p.WaitReady(ctx)
-		cancel()
-		if err != nil {
-			t.Fatal(err)
 		}
 	}
+	procs := zktest.LaunchAt(t, cfgs...)
 	connect := strings.Join(clients, ",")
 	live, liveEv := sessionOf(t, connect, 30*time.Second)
 	reattached := ridesThrough(t, live, liveEv)
@@ -249,19 +235,8 @@ func (c *cutoverClient) line(t *testing.T, prefixes ...string) string {
 // kazoo and the Java client, connected to ZooKeeper with a connect string that also lists
 // zkd's address, ride through the move to zkd with their sessions, ephemerals and watches.
 func TestImportKeepsKazooAndJavaSessions(t *testing.T) {
-	if err := apachezk.Installed(); err != nil {
-		t.Skipf("real ZooKeeper is not installed: %v", err)
-	}
-	py := ""
-	for _, p := range []string{"/usr/bin/python3", "python3"} {
-		if exec.Command(p, "-c", "import kazoo").Run() == nil {
-			py = p
-			break
-		}
-	}
-	if py == "" {
-		t.Skip("kazoo is not installed (Debian package python3-kazoo)")
-	}
+	zktest.Require(t)
+	py := pyclient.KazooPython(t)
 	java, err := exec.LookPath("java")
 	if err != nil {
 		t.Skip("no java")
@@ -275,7 +250,7 @@ func TestImportKeepsKazooAndJavaSessions(t *testing.T) {
 	addr, zkdAddr := fmt.Sprintf("127.0.0.1:%d", ports[0]), fmt.Sprintf("127.0.0.1:%d", ports[1])
 	both := addr + "," + zkdAddr
 	zkDir := filepath.Join(dir, "zookeeper")
-	zkp := launchZooKeeper(t, apachezk.ServerConfig{Dir: zkDir, ClientAddr: addr})
+	zkp := zktest.LaunchAt(t, apachezk.ServerConfig{Dir: zkDir, ClientAddr: addr})[0]
 	setup, _ := sessionOf(t, addr, 30*time.Second)
 	if _, err := setup.Create("/watched", []byte("v0"), 0, zk.WorldACL(zk.PermAll)); err != nil {
 		t.Fatal(err)

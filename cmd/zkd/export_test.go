@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -21,9 +20,7 @@ import (
 // The way back: zkd export of a stopped zkd server gives a ZooKeeper snapshot that Apache
 // ZooKeeper loads as it is, and serves the very tree zkd served.
 func TestExportLoadsInZooKeeper(t *testing.T) {
-	if err := apachezk.Installed(); err != nil {
-		t.Skipf("real ZooKeeper is not installed: %v", err)
-	}
+	zktest.Require(t)
 	dir := t.TempDir()
 	super := znode.DigestID("super", "pw")
 	data := filepath.Join(dir, "zkd")
@@ -104,9 +101,9 @@ func TestExportLoadsInZooKeeper(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	zkp := launchZooKeeper(t, apachezk.ServerConfig{Dir: zkDir, ClientAddr: fmt.Sprintf("127.0.0.1:%d", ports[0]), Extra: map[string]string{
+	zkp := zktest.LaunchAt(t, apachezk.ServerConfig{Dir: zkDir, ClientAddr: fmt.Sprintf("127.0.0.1:%d", ports[0]), Extra: map[string]string{
 		"extendedTypesEnabled": "true", "DigestAuthenticationProvider.superDigest": super,
-	}})
+	}})[0]
 	zr := superReader(t, zkp.ClientAddr())
 	zktest.DiffTrees(t, "tree against ZooKeeper's", zktest.DumpTree(t, zr), want)
 	zr.Close()
@@ -133,7 +130,7 @@ func TestExportLoadsInZooKeeper(t *testing.T) {
 		servers = append(servers, fmt.Sprintf("server.%d=127.0.0.1:%d:%d", i+1, eports[3+i], eports[6+i]))
 		clients = append(clients, fmt.Sprintf("127.0.0.1:%d", eports[i]))
 	}
-	var members []*apachezk.Process
+	var members []apachezk.ServerConfig
 	for i := range 3 {
 		mdir := filepath.Join(dir, fmt.Sprintf("zk%d", i+1))
 		v2 := filepath.Join(mdir, "data", "version-2")
@@ -143,22 +140,10 @@ func TestExportLoadsInZooKeeper(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(v2, filepath.Base(snaps[0])), export, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		m, err := apachezk.Launch(apachezk.ServerConfig{Dir: mdir, ClientAddr: clients[i], ID: i + 1, Servers: servers, HeapMB: 256,
+		members = append(members, apachezk.ServerConfig{Dir: mdir, ClientAddr: clients[i], ID: i + 1, Servers: servers, HeapMB: 256,
 			Extra: map[string]string{"extendedTypesEnabled": "true", "DigestAuthenticationProvider.superDigest": super}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = m.Stop() })
-		members = append(members, m)
 	}
-	for _, m := range members {
-		ctx, cancel := context.WithTimeout(t.Context(), 120*time.Second)
-		err := m.WaitReady(ctx)
-		cancel()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	zktest.LaunchAt(t, members...)
 	ze := superReader(t, strings.Join(clients, ","))
 	got := zktest.DumpTree(t, ze)
 	delete(got, "/zookeeper/config")

@@ -90,23 +90,6 @@ func waitState(t *testing.T, ev <-chan zk.Event, state zk.State) {
 	}
 }
 
-// launchZooKeeper starts a real ZooKeeper as cfg says, stops it when the test ends, and waits
-// until it serves.
-func launchZooKeeper(t *testing.T, cfg apachezk.ServerConfig) *apachezk.Process {
-	t.Helper()
-	p, err := apachezk.Launch(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Stop() })
-	ctx, cancel := context.WithTimeout(t.Context(), 120*time.Second)
-	defer cancel()
-	if err := p.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 // superReader opens a session on addr (a comma-separated list) authenticated as the tests'
 // super user (super:pw), who reads every node and ACL.
 func superReader(t *testing.T, addr string) *zk.Conn {
@@ -123,9 +106,7 @@ func superReader(t *testing.T, addr string) *zk.Conn {
 // zxids go on above ZooKeeper's, and a client connected to ZooKeeper rides through the move with
 // its session, its ephemerals and its watches.
 func TestImportFromZooKeeperKeepsTreeAndSessions(t *testing.T) {
-	if err := apachezk.Installed(); err != nil {
-		t.Skipf("real ZooKeeper is not installed: %v", err)
-	}
+	zktest.Require(t)
 	dir := t.TempDir()
 	super := znode.DigestID("super", "pw")
 	ports, err := apachezk.FreePorts(1)
@@ -137,7 +118,7 @@ func TestImportFromZooKeeperKeepsTreeAndSessions(t *testing.T) {
 		"extendedTypesEnabled": "true", "snapCount": "40", "DigestAuthenticationProvider.superDigest": super,
 		"authProvider.1": "org.apache.zookeeper.server.auth.SASLAuthenticationProvider",
 	}
-	zkp := launchZooKeeper(t, apachezk.ServerConfig{Dir: filepath.Join(dir, "zookeeper"), ClientAddr: addr, Extra: zkExtra})
+	zkp := zktest.LaunchAt(t, apachezk.ServerConfig{Dir: filepath.Join(dir, "zookeeper"), ClientAddr: addr, Extra: zkExtra})[0]
 
 	// The session that rides through: ephemerals and watches on ZooKeeper.
 	live, liveEv := sessionOf(t, addr, 30*time.Second)
@@ -333,7 +314,7 @@ func TestImportFromZooKeeperKeepsTreeAndSessions(t *testing.T) {
 	if code := run([]string{"export", "-data", data, "-out", filepath.Join(back, "data")}, &out, &out); code != 0 {
 		t.Fatalf("zkd export: exit %d\n%s", code, out.String())
 	}
-	launchZooKeeper(t, apachezk.ServerConfig{Dir: back, ClientAddr: addr, Extra: zkExtra})
+	zktest.LaunchAt(t, apachezk.ServerConfig{Dir: back, ClientAddr: addr, Extra: zkExtra})
 	reader4 := superReader(t, addr)
 	zktest.DiffTrees(t, "tree against ZooKeeper's", zktest.DumpTree(t, reader4), onZkd)
 

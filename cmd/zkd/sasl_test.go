@@ -15,6 +15,8 @@ import (
 
 	"github.com/zkd-io/zkd/conformance"
 	"github.com/zkd-io/zkd/internal/testkit/apachezk"
+	"github.com/zkd-io/zkd/internal/testkit/pyclient"
+	"github.com/zkd-io/zkd/internal/testkit/zktest"
 	"github.com/zkd-io/zkd/jute"
 	"github.com/zkd-io/zkd/server"
 )
@@ -91,25 +93,14 @@ func saslTargetsWith(t *testing.T, keys map[string]string, jaasText string, jvmF
 		t.Logf("real ZooKeeper not checked: %v", err)
 		return targets
 	}
-	ports, err := apachezk.FreePorts(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := apachezk.Launch(apachezk.ServerConfig{
-		Dir:        filepath.Join(dir, "zookeeper"),
-		ClientAddr: fmt.Sprintf("127.0.0.1:%d", ports[0]),
-		Extra:      keys,
-		JVMFlags:   append([]string{"-Djava.security.auth.login.config=" + jaas}, jvmFlags...),
+	p := zktest.Launch(t, 1, func(ports []int) apachezk.ServerConfig {
+		return apachezk.ServerConfig{
+			Dir:        filepath.Join(dir, "zookeeper"),
+			ClientAddr: fmt.Sprintf("127.0.0.1:%d", ports[0]),
+			Extra:      keys,
+			JVMFlags:   append([]string{"-Djava.security.auth.login.config=" + jaas}, jvmFlags...),
+		}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Stop() })
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if err := p.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
 	return append(targets, saslTarget{"zookeeper", p.ClientAddr()})
 }
 
@@ -271,16 +262,7 @@ func TestSASLDigestKazoo(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs kazoo")
 	}
-	py := ""
-	for _, p := range []string{"/usr/bin/python3", "python3"} {
-		if exec.Command(p, "-c", "import kazoo, puresasl").Run() == nil {
-			py = p
-			break
-		}
-	}
-	if py == "" {
-		t.Skip("kazoo with pure-sasl is not installed (Debian packages python3-kazoo, python3-pure-sasl)")
-	}
+	py := pyclient.KazooSASLPython(t)
 	keys := map[string]string{"authProvider.1": "org.apache.zookeeper.server.auth.SASLAuthenticationProvider"}
 	for _, tg := range saslTargets(t, keys) {
 		t.Run(tg.name, func(t *testing.T) {

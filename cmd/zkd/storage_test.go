@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/zkd-io/zkd/internal/testkit/tmpfs"
 	"github.com/zkd-io/zkd/internal/testkit/zktest"
 )
 
@@ -202,44 +202,6 @@ func TestSmallDataVolume(t *testing.T) {
 	_ = p.cmd.Wait()
 }
 
-// mountTmpfs mounts a tmpfs of size at a new directory for the test (root only, as CI runs).
-func mountTmpfs(t *testing.T, size string) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a tmpfs needs root")
-	}
-	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "zkd-test", dir).CombinedOutput(); err != nil {
-		t.Fatalf("mount: %v: %s", err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
-			t.Errorf("umount: %v: %s", err, out)
-		}
-	})
-	return dir
-}
-
-// fillDisk writes a file in dir until the file system has no space left.
-func fillDisk(t *testing.T, dir string) string {
-	t.Helper()
-	path := filepath.Join(dir, "filler")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	buf := make([]byte, 64<<10)
-	for {
-		if _, err := f.Write(buf); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatalf("filling the disk: %v", err)
-			}
-			return path
-		}
-	}
-}
-
 // A standalone server whose disk fills up (another file takes every byte): writes fail at once
 // with ThrottledOp (nothing done), while reads, new sessions and mntr go on and say so; once the
 // file is removed, writes are taken again without a restart, and after a restart every
@@ -248,7 +210,7 @@ func TestDiskFullStandalone(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	vol := mountTmpfs(t, "16m")
+	vol := tmpfs.Mount(t, "16m")
 	addr := freePort(t)
 	args := []string{"-data", filepath.Join(vol, "data"), "-addr", addr, "-admin", "off"}
 	p := startZkd(t, args...)
@@ -267,7 +229,7 @@ func TestDiskFullStandalone(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	filler := fillDisk(t, vol)
+	filler := tmpfs.Fill(t, vol)
 
 	var refused error
 	deadline := time.Now().Add(15 * time.Second)

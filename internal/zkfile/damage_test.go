@@ -15,7 +15,7 @@ import (
 // every 20 to 40 transactions).
 func zooKeeperFiles(t *testing.T, snapCount string) (string, string) {
 	t.Helper()
-	needZooKeeper(t)
+	zktest.Require(t)
 	dir := t.TempDir()
 	extra := zooKeeperExtra()
 	if snapCount != "" {

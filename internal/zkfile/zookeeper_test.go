@@ -27,13 +27,6 @@ type quietLogger struct{}
 
 func (quietLogger) Printf(string, ...any) {}
 
-func needZooKeeper(t *testing.T) {
-	t.Helper()
-	if err := apachezk.Installed(); err != nil {
-		t.Skipf("real ZooKeeper is not installed: %v", err)
-	}
-}
-
 func connect(t *testing.T, addr string) *zk.Conn {
 	t.Helper()
 	c, events, err := zk.Connect([]string{addr}, 20*time.Second, zk.WithLogInfo(false), zk.WithLogger(quietLogger{}))
@@ -71,28 +64,9 @@ func zooKeeperExtra() map[string]string {
 // startZooKeeper launches a standalone ZooKeeper in dir with extra zoo.cfg keys and waits for it.
 func startZooKeeper(t *testing.T, dir string, extra map[string]string) *apachezk.Process {
 	t.Helper()
-	for attempt := 0; ; attempt++ {
-		ports, err := apachezk.FreePorts(1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := apachezk.Launch(apachezk.ServerConfig{Dir: dir, ClientAddr: fmt.Sprintf("127.0.0.1:%d", ports[0]), Extra: extra})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = p.Stop() })
-		ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
-		err = p.WaitReady(ctx)
-		cancel()
-		var exit *apachezk.ExitError
-		if errors.As(err, &exit) && attempt < 3 {
-			continue
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	return zktest.Launch(t, 1, func(ports []int) apachezk.ServerConfig {
+		return apachezk.ServerConfig{Dir: dir, ClientAddr: fmt.Sprintf("127.0.0.1:%d", ports[0]), Extra: extra}
+	})
 }
 
 // workload puts every transaction kind ZooKeeper logs through c: creates of every mode,
@@ -243,7 +217,7 @@ func dumpView(t *testing.T, v *znode.View) map[string]zktest.Znode {
 // The tree loaded from ZooKeeper's files equals the tree ZooKeeper serves, before it stops and
 // after it restarts on the same files, with every snapshot compression ZooKeeper offers.
 func TestLoadMatchesZooKeeper(t *testing.T) {
-	needZooKeeper(t)
+	zktest.Require(t)
 	for _, comp := range []string{"", "gz", "snappy"} {
 		t.Run("compression="+comp, func(t *testing.T) {
 			dir := t.TempDir()
