@@ -9,21 +9,35 @@ import (
 	"time"
 )
 
-// pollEvery is how often Eventually looks again: short against the deadlines tests use, long
-// enough that a poll loop does not starve the code under test of the CPU.
-const pollEvery = 10 * time.Millisecond
+// The polls look again after firstPoll, then twice as long each time up to maxPoll: a condition
+// that holds soon is seen soon, and a long wait (on a JVM, a cluster) does not load the machine
+// with probes.
+const (
+	firstPoll = time.Millisecond
+	maxPoll   = 50 * time.Millisecond
+)
 
-// Eventually waits until cond holds, looking again every few milliseconds, and fails the test
-// (naming what it waited for) if it does not hold within d. It is for conditions that no event or
-// channel announces; d is a generous bound, not a guess at how long things take.
+// Until looks at cond until it holds or d has passed, and reports whether it held. cond is
+// looked at at least once. It is for conditions that no event or channel announces, where the
+// caller says what failed with what it knows (a process's output, the last error); d is a
+// generous bound, not a guess at how long things take.
+func Until(d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
+	for wait := firstPoll; !cond(); wait = min(2*wait, maxPoll) {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(wait) // polling: the condition has no event to wait on
+	}
+	return true
+}
+
+// Eventually waits until cond holds and fails the test, naming what it waited for, if it does
+// not hold within d.
 func Eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(pollEvery) // polling: the condition has no event to wait on
+	if !Until(d, cond) {
+		t.Fatalf("timed out after %v waiting for %s", d, what)
 	}
 }
 
@@ -31,15 +45,8 @@ func Eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 // nil, and on timeout fails the test with try's last error.
 func EventuallyNil(t testing.TB, d time.Duration, what string, try func() error) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := try()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s: %v", d, what, err)
-		}
-		time.Sleep(pollEvery) // polling: the step has no event to wait on
+	var err error
+	if !Until(d, func() bool { err = try(); return err == nil }) {
+		t.Fatalf("timed out after %v waiting for %s: %v", d, what, err)
 	}
 }
