@@ -226,21 +226,17 @@ func TestLastSnapshotCommand(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		m := command(t, base, "last_snapshot")
-		if m["zxid"] != "ffffffffffffffff" {
-			zxid, err := strconv.ParseUint(m["zxid"].(string), 16, 64)
-			ts := jsonInt(t, m["timestamp"])
-			if err != nil || zxid == 0 || zxid > uint64(s.Stats().LastZxid) || ts < before || ts > time.Now().Unix() {
-				t.Errorf("last_snapshot = %v; want a zxid up to 0x%x and a time since %d", m, s.Stats().LastZxid, before)
-			}
-			return
+	var m map[string]any
+	testkit.EventuallyNil(t, 20*time.Second, "a snapshot", func() error {
+		if m = command(t, base, "last_snapshot"); m["zxid"] == "ffffffffffffffff" {
+			return fmt.Errorf("last_snapshot %v", m)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no snapshot after 20s: %v", m)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return nil
+	})
+	zxid, err := strconv.ParseUint(m["zxid"].(string), 16, 64)
+	ts := jsonInt(t, m["timestamp"])
+	if err != nil || zxid == 0 || zxid > uint64(s.Stats().LastZxid) || ts < before || ts > time.Now().Unix() {
+		t.Errorf("last_snapshot = %v; want a zxid up to 0x%x and a time since %d", m, s.Stats().LastZxid, before)
 	}
 }
 
@@ -264,18 +260,17 @@ func TestClusterHashZabstateAndLocks(t *testing.T) {
 	}
 	digests := map[int64]int64{}
 	for i, s := range cl.Servers {
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		testkit.EventuallyNil(t, 10*time.Second, fmt.Sprintf("server %d's hash at zxid 0x%x", i+1, last), func() error {
 			z, d := digestOf(t, command(t, "http://"+s.AdminAddr(), "hash"))
-			if z == last {
-				digests[d]++
-				break
-			}
-			if z > last || time.Now().After(deadline) {
+			if z > last {
 				t.Fatalf("server %d: hash at zxid 0x%x; want it at 0x%x", i+1, z, last)
 			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			if z != last {
+				return fmt.Errorf("hash at zxid 0x%x", z)
+			}
+			digests[d]++
+			return nil
+		})
 		if m := command(t, "http://"+s.AdminAddr(), "zabstate"); m["voting"] != true || m["zabstate"] != "broadcast" {
 			t.Errorf("server %d: zabstate = %v", i+1, m)
 		}

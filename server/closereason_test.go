@@ -7,7 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"fmt"
+
 	"github.com/zkd-io/zkd/conformance"
+	"github.com/zkd-io/zkd/internal/testkit"
 	"github.com/zkd-io/zkd/server"
 	"github.com/zkd-io/zkd/server/zkdtest"
 )
@@ -26,21 +29,17 @@ func startLogged(t *testing.T, opts ...zkdtest.Option) (*server.Server, *logBuff
 func waitClosed(t *testing.T, addr, reason string, want float64) {
 	t.Helper()
 	key := "zk_connections_closed_" + reason
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testkit.EventuallyNil(t, 10*time.Second, fmt.Sprintf("%s >= %v", key, want), func() error {
 		m := mntr(t, addr)
 		got, ok := m[key]
 		if !ok {
 			t.Fatalf("mntr has no %s", key)
 		}
-		if got >= want {
-			return
+		if got < want {
+			return fmt.Errorf("%s = %v", key, got)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s = %v after 10s; want %v", key, got, want)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // Every connection the server closes, or sees closed, is counted and logged with why.

@@ -108,7 +108,7 @@ func TestSilentSessionExpiresOnTime(t *testing.T) {
 		}
 		// Pinged every 2s for 30s: alive.
 		for range 15 {
-			time.Sleep(2 * time.Second)
+			time.Sleep(2 * time.Second) // the bubble's fake clock (synctest): no real time passes
 			if err := owner.Send(jute.XidPing, jute.OpPing, nil); err != nil {
 				t.Fatal(err)
 			}
@@ -152,7 +152,7 @@ func TestBusySessionStaysAlive(t *testing.T) {
 		}
 		mustCreate(t, cl, "/e", openACL, jute.ModeEphemeral)
 		for end := time.Now().Add(1600 * time.Millisecond); time.Now().Before(end); {
-			time.Sleep(700 * time.Microsecond)
+			time.Sleep(700 * time.Microsecond) // the bubble's fake clock (synctest): the spacing under test
 			var burst []byte
 			for range 3 {
 				burst = append(burst, conformance.EncodeRequest(cl.NextXid(), jute.OpExists, &jute.ExistsRequest{Path: "/e"})...)

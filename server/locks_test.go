@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/zkd-io/zkd/internal/testkit"
 	"github.com/zkd-io/zkd/recipes"
 	"github.com/zkd-io/zkd/server"
 	"github.com/zkd-io/zkd/server/zkdtest"
@@ -57,21 +58,19 @@ type locksAnswer struct {
 // could wait on from outside the clients).
 func waitLocks(t *testing.T, s *server.Server, query string, ok func(server.LockReport) bool) server.LockReport {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var rep server.LockReport
+	testkit.EventuallyNil(t, 10*time.Second, "the locks condition", func() error {
 		var a locksAnswer
 		adminJSON(t, s, "locks"+query, &a)
 		if a.Error != nil {
 			t.Fatalf("locks: error %q", *a.Error)
 		}
-		if ok(a.LockReport) {
-			return a.LockReport
+		if rep = a.LockReport; !ok(rep) {
+			return fmt.Errorf("last report %+v", rep)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("locks: condition not reached in 10s; last report %+v", a.LockReport)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
+	return rep
 }
 
 func queueAt(rep server.LockReport, path string) (server.LockQueue, bool) {

@@ -287,6 +287,7 @@ func holdGoSession(name string, hosts []string, timeout time.Duration, until tim
 	}
 	for time.Now().Before(until) {
 		if !busy {
+			// An idle session: the test holds it for a span of real time, with nothing to wait on.
 			time.Sleep(min(500*time.Millisecond, time.Until(until)))
 			continue
 		}
@@ -311,7 +312,7 @@ func holdGoSession(name string, hosts []string, timeout time.Duration, until tim
 			hs.ops += 4
 		}
 		mu.Unlock()
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // pacing: a busy session does a few ops a second, not a flood
 	}
 	mu.Lock()
 	stopping = true

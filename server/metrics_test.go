@@ -15,6 +15,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/zkd-io/zkd/internal/testkit"
 	"github.com/zkd-io/zkd/server"
 	"github.com/zkd-io/zkd/server/zkdtest"
 )
@@ -240,17 +241,12 @@ func TestMntrOnACluster(t *testing.T) {
 	}
 	traffic(t, followers[0].Addr(), "/cluster")
 	var m map[string]float64
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		m = mntr(t, leader.Addr())
-		if m["zk_synced_followers"] == 2 && m["zk_pending_syncs"] == 0 {
-			break
+	testkit.EventuallyNil(t, 10*time.Second, "the leader's followers to be synced", func() error {
+		if m = mntr(t, leader.Addr()); m["zk_synced_followers"] != 2 || m["zk_pending_syncs"] != 0 {
+			return fmt.Errorf("mntr %v", m)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("leader's followers are not synced: %v", m)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	for key, want := range map[string]float64{"zk_followers": 2, "zk_learners": 2, "zk_quorum_size": 3,
 		"zk_synced_non_voting_followers": 0, "zk_synced_observers": 0} {
 		if got, ok := m[key]; !ok || got != want {

@@ -14,6 +14,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/zkd-io/zkd/conformance"
+	"github.com/zkd-io/zkd/internal/testkit"
 	"github.com/zkd-io/zkd/jute"
 	"github.com/zkd-io/zkd/server"
 	"github.com/zkd-io/zkd/server/zkdtest"
@@ -146,17 +147,10 @@ func TestSessionExpiryDeletesEphemerals(t *testing.T) {
 	if _, err := r.ReadUntilClosed(10 * time.Second); err != nil {
 		t.Fatalf("expired session's connection: %v", err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testkit.Eventually(t, 10*time.Second, "the ephemeral of an expired session to be deleted", func() bool {
 		_, err := w.Do(jute.OpExists, &jute.ExistsRequest{Path: "/gone-soon"}, &jute.ExistsResponse{})
-		if err != nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("ephemeral of an expired session still exists")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err != nil
+	})
 }
 
 // TestMntrTimesSnapshots checks that the snapshots the log triggers show in mntr under
@@ -193,22 +187,18 @@ func TestMntrTimesSnapshots(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		m := pairs()
-		if m["zk_cnt_snapshottime"] != "0" {
-			// snap_count is ZooKeeper's count of snapshots sent to followers: none here.
-			if m["zk_snap_count"] != "0" {
-				t.Errorf("snap_count %s on a standalone server; want 0", m["zk_snap_count"])
-			}
-			if m["zk_avg_snapshottime"] == "" || !strings.Contains(m["zk_avg_snapshottime"], ".") {
-				t.Errorf("avg_snapshottime = %q", m["zk_avg_snapshottime"])
-			}
-			return
+	var m map[string]string
+	testkit.EventuallyNil(t, 10*time.Second, "a snapshot counted after 200 writes over a threshold of 50", func() error {
+		if m = pairs(); m["zk_cnt_snapshottime"] == "0" {
+			return fmt.Errorf("mntr %v", m)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no snapshot counted after 200 writes over a threshold of 50: %v", m)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return nil
+	})
+	// snap_count is ZooKeeper's count of snapshots sent to followers: none here.
+	if m["zk_snap_count"] != "0" {
+		t.Errorf("snap_count %s on a standalone server; want 0", m["zk_snap_count"])
+	}
+	if m["zk_avg_snapshottime"] == "" || !strings.Contains(m["zk_avg_snapshottime"], ".") {
+		t.Errorf("avg_snapshottime = %q", m["zk_avg_snapshottime"])
 	}
 }

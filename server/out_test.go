@@ -285,7 +285,7 @@ func TestOutQueueFlushAndWriterTakeTurns(t *testing.T) {
 			}
 			out = append(out, bytes.Clone(f))
 			if len(out)%64 == 0 {
-				time.Sleep(time.Millisecond)
+				time.Sleep(time.Millisecond) // a slow reader on purpose: the socket fills, the writer waits
 			}
 		}
 	}()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/zkd-io/zkd/conformance"
+	"github.com/zkd-io/zkd/internal/testkit"
 	"github.com/zkd-io/zkd/jute"
 	"github.com/zkd-io/zkd/server"
 	"github.com/zkd-io/zkd/server/zkdtest"
@@ -283,21 +284,14 @@ func TestMaxClientConns(t *testing.T) {
 	}
 	// Freeing a slot lets a new connection in.
 	_ = a.Close()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		r, _ := conformance.DialRaw(s.Addr(), time.Second)
-		if r != nil {
-			if err := r.NewSession(5000); err == nil {
-				_ = r.Close()
-				return
-			}
-			_ = r.Close()
+	testkit.EventuallyNil(t, 5*time.Second, "a connection accepted after one closed", func() error {
+		r, err := conformance.DialRaw(s.Addr(), time.Second)
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("no connection accepted after one closed")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		defer r.Close()
+		return r.NewSession(5000)
+	})
 }
 
 // A client that sends requests but never reads the replies is disconnected once its queued
@@ -320,13 +314,9 @@ func TestSlowConsumerDisconnected(t *testing.T) {
 	}
 	// 2000 replies of 32 KiB are far beyond the socket buffers and the 64 KiB limit.
 	go func() { _ = r.WriteBytes(batch) }()
-	deadline := time.Now().Add(20 * time.Second)
-	for s.Stats().Connections >= before {
-		if time.Now().After(deadline) {
-			t.Fatalf("slow consumer still connected (%d connections)", s.Stats().Connections)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.Eventually(t, 20*time.Second, "the slow consumer to be disconnected", func() bool {
+		return s.Stats().Connections < before
+	})
 	// The server keeps serving others.
 	if _, err := w.Do(jute.OpExists, &jute.ExistsRequest{Path: "/big"}, &jute.ExistsResponse{}); err != nil {
 		t.Errorf("other client after the slow consumer was cut: %v", err)

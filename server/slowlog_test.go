@@ -81,7 +81,7 @@ func TestSlowRequestLogSend(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		time.Sleep(3 * time.Second) // the client reads nothing: the server's writer waits
+		time.Sleep(3 * time.Second) // fake clock (synctest): the client reads nothing, the server's writer waits
 		for range n {
 			if rep, err := cl.ReadReply(); err != nil || rep.Header.Err != jute.CodeOK {
 				t.Fatalf("reply: %+v, %v", rep.Header, err)
@@ -101,7 +101,7 @@ func TestSlowRequestLogSend(t *testing.T) {
 		if s := out.lines("slow requests not logged"); len(s) != 0 {
 			t.Fatalf("summary before the window ended: %q", s)
 		}
-		time.Sleep(11 * time.Second) // housekeeping closes the window
+		time.Sleep(11 * time.Second) // fake clock (synctest): housekeeping closes the window
 		s := out.lines("slow requests not logged")
 		if len(s) != 1 || !strings.Contains(s[0], " count=5 window=10s slowest=3s slowestOp=getData") {
 			t.Errorf("summary %q; want the 5 left out, the slowest 3s", s)

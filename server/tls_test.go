@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/zkd-io/zkd/conformance"
+	"github.com/zkd-io/zkd/internal/testkit"
 	"github.com/zkd-io/zkd/internal/testkit/apachezk"
 	"github.com/zkd-io/zkd/internal/testkit/tlstest"
 	"github.com/zkd-io/zkd/internal/testkit/zktest"
@@ -454,13 +455,9 @@ func TestTLSCertificateReload(t *testing.T) {
 		t.Fatalf("served %q at first", cn)
 	}
 	p.ca.Issue(t, tlstest.Localhost("renewed server")).WritePEM(t, p.path("server.pem"))
-	deadline := time.Now().Add(10 * time.Second)
-	for served() != "renewed server" {
-		if time.Now().After(deadline) {
-			t.Fatal("the renewed certificate was not served within 10s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.Eventually(t, 10*time.Second, "the renewed certificate to be served", func() bool {
+		return served() == "renewed server"
+	})
 }
 
 func TestTLSConfigValidate(t *testing.T) {
