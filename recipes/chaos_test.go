@@ -35,7 +35,7 @@ func TestMutexExclusionUnderConnectionChaos(t *testing.T) {
 						return
 					}
 					chk.enter(l.Token())
-					time.Sleep(2 * time.Millisecond)
+					time.Sleep(2 * time.Millisecond) // hold the critical section a while, so an overlap would show
 					chk.leave()
 					if err := l.Unlock(ctx); err != nil {
 						t.Error(err)

@@ -84,7 +84,7 @@ func TestKazooInterop(t *testing.T) {
 					_ = l.Unlock(context.WithoutCancel(ctx))
 					return
 				}
-				time.Sleep(3 * time.Millisecond)
+				time.Sleep(3 * time.Millisecond) // hold the critical section a while, so an overlap would show
 				_ = s.Conn().Delete(p+"-holder", -1)
 				if err := l.Unlock(ctx); err != nil {
 					errs <- err
@@ -214,7 +214,7 @@ func TestKazooRWInterop(t *testing.T) {
 						if kids, _, _ := s.Conn().Children(p + "-readers"); len(kids) != 0 {
 							errs <- errors.New("go writer found readers inside")
 						}
-						time.Sleep(3 * time.Millisecond)
+						time.Sleep(3 * time.Millisecond) // hold the critical section a while, so an overlap would show
 						_ = s.Conn().Delete(p+"-writer", -1)
 					}
 				} else {
@@ -225,7 +225,7 @@ func TestKazooRWInterop(t *testing.T) {
 						if ok, _, _ := s.Conn().Exists(p + "-writer"); ok {
 							errs <- errors.New("go reader found a writer inside")
 						}
-						time.Sleep(3 * time.Millisecond)
+						time.Sleep(3 * time.Millisecond) // hold the critical section a while, so an overlap would show
 						_ = s.Conn().Delete(node, -1)
 					}
 				}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/zkd-io/zkd/internal/testkit"
 	"go.uber.org/goleak"
 )
 
@@ -39,17 +40,9 @@ func TestSessionCloseStopsEverything(t *testing.T) {
 		t.Fatalf("Lock on a closed session = %v; want ErrClosed", err)
 	}
 	// go-zookeeper's own goroutines wind down shortly after Close.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := goleak.Find(ignore)
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testkit.EventuallyNil(t, 10*time.Second, "go-zookeeper's goroutines to end", func() error {
+		return goleak.Find(ignore)
+	})
 }
 
 // TestNativeAndCuratorAgree: Native and Curator nodes have the same shape, so Go processes using
@@ -76,7 +69,7 @@ func TestNativeAndCuratorAgree(t *testing.T) {
 				if holders.Add(1) != 1 {
 					overlaps.Add(1)
 				}
-				time.Sleep(time.Millisecond)
+				time.Sleep(time.Millisecond) // hold the lock a while, so an overlap would show
 				holders.Add(-1)
 				if err := l.Unlock(ctx); err != nil {
 					t.Error(err)

@@ -40,7 +40,7 @@ func TestSemaphoreBoundsHolders(t *testing.T) {
 							break
 						}
 					}
-					time.Sleep(2 * time.Millisecond)
+					time.Sleep(2 * time.Millisecond) // hold the section a while, so more holders than allowed would show
 					inside.Add(-1)
 					if err := l.Unlock(ctx); err != nil {
 						t.Error(err)

@@ -207,7 +207,7 @@ func TestRWMutexContention(t *testing.T) {
 							bad.Add(1)
 						}
 					}
-					time.Sleep(time.Millisecond)
+					time.Sleep(time.Millisecond) // hold the lock a while, so a conflicting holder would show
 					if write {
 						writers.Add(-1)
 					} else {
