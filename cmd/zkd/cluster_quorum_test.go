@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/zkd-io/zkd/internal/testkit"
 	"github.com/zkd-io/zkd/internal/testkit/apachezk"
 	"github.com/zkd-io/zkd/internal/testkit/zktest"
 )
@@ -78,14 +79,15 @@ func (e *ensemble) waitServing(ids ...int) {
 	e.t.Helper()
 	deadline := time.Now().Add(90 * time.Second)
 	for _, id := range ids {
-		for m := e.mode(id); m != "leader" && m != "follower"; m = e.mode(id) {
-			if time.Now().After(deadline) {
-				for i := 1; i <= 3; i++ {
-					e.t.Logf("member %d's log ends:\n%s", i, e.log(i))
-				}
-				e.t.Fatalf("member %d does not serve (mode %q)", id, m)
+		var m string
+		if !testkit.Until(time.Until(deadline), func() bool { // srvr is the only signal from outside
+			m = e.mode(id)
+			return m == "leader" || m == "follower"
+		}) {
+			for i := 1; i <= 3; i++ {
+				e.t.Logf("member %d's log ends:\n%s", i, e.log(i))
 			}
-			time.Sleep(100 * time.Millisecond) // polling: srvr is the only signal from outside
+			e.t.Fatalf("member %d does not serve (mode %q)", id, m)
 		}
 	}
 }
@@ -202,16 +204,12 @@ func TestClusterSSLQuorumFailsOver(t *testing.T) {
 			other := leader%3 + 1
 			c := connectZk(t, e.clients[other-1])
 			defer c.Close()
-			deadline := time.Now().Add(60 * time.Second)
-			for {
-				_, err := c.Create("/after", nil, 0, zk.WorldACL(zk.PermAll))
-				if err == nil || errors.Is(err, zk.ErrNodeExists) {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("writes did not resume after the leader (member %d) stopped: %v", leader, err)
-				}
-				time.Sleep(100 * time.Millisecond) // the client reconnects on its own
+			var err error
+			if !testkit.Until(60*time.Second, func() bool { // the client reconnects on its own
+				_, err = c.Create("/after", nil, 0, zk.WorldACL(zk.PermAll))
+				return err == nil || errors.Is(err, zk.ErrNodeExists)
+			}) {
+				t.Fatalf("writes did not resume after the leader (member %d) stopped: %v", leader, err)
 			}
 			for id := 1; id <= 3; id++ {
 				if ok, _, err := c.Exists(fmt.Sprintf("/q%d", id)); err != nil || !ok {
@@ -263,7 +261,7 @@ func TestClusterSSLQuorumRefusesOutsider(t *testing.T) {
 						if m := e.mode(3); m != "" {
 							t.Fatalf("member 3 serves as %s although it is not let in", m)
 						}
-						time.Sleep(200 * time.Millisecond) // watching for something that must not happen
+						time.Sleep(200 * time.Millisecond) // watching for 5 s of real time for something that must not happen: no condition to wait on
 					}
 					// ... while it runs: it was kept out, it did not fail to start.
 					ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/zkd-io/zkd/internal/testkit"
 )
 
 // startCluster writes three zoo.cfg files (loopback, free ports), starts three zkd processes
@@ -88,16 +89,15 @@ func TestClusterKillLeader(t *testing.T) {
 	}
 	addrs, procs := startCluster(t)
 	leader := -1
-	deadline := time.Now().Add(20 * time.Second)
-	for leader < 0 && time.Now().Before(deadline) {
+	testkit.Until(20*time.Second, func() bool {
 		stats, _ := zk.FLWSrvr(addrs, time.Second)
 		for i, st := range stats {
 			if st != nil && st.Mode == zk.ModeLeader {
 				leader = i
 			}
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return leader >= 0
+	})
 	if leader < 0 {
 		t.Fatal("no leader elected")
 	}
@@ -138,27 +138,22 @@ func TestClusterKillLeader(t *testing.T) {
 		defer mu.Unlock()
 		return len(acked)
 	}
-	for count() < 200 {
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.Eventually(t, time.Minute, "200 acknowledged writes before the kill", func() bool { return count() >= 200 })
 	if err := procs[leader].cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	killed, before := time.Now(), count()
 	// The write in flight at the kill may still succeed; the one after it proves the resumption.
-	for count() < before+2 {
-		if time.Since(killed) > 20*time.Second {
-			mu.Lock()
-			err := lastErr
-			mu.Unlock()
-			for i, p := range procs {
-				if i != leader {
-					t.Logf("server %d:\n%s", i+1, p.out.String())
-				}
+	if !testkit.Until(20*time.Second, func() bool { return count() >= before+2 }) {
+		mu.Lock()
+		err := lastErr
+		mu.Unlock()
+		for i, p := range procs {
+			if i != leader {
+				t.Logf("server %d:\n%s", i+1, p.out.String())
 			}
-			t.Fatalf("writes did not resume after the leader was killed (last error %v)", err)
 		}
-		time.Sleep(5 * time.Millisecond)
+		t.Fatalf("writes did not resume after the leader was killed (last error %v)", err)
 	}
 	resumed := time.Since(killed)
 	close(stop)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/zkd-io/zkd/internal/testkit"
 	"github.com/zkd-io/zkd/internal/testkit/apachezk"
 	"github.com/zkd-io/zkd/internal/testkit/pyclient"
 	"github.com/zkd-io/zkd/internal/testkit/zktest"
@@ -121,15 +122,11 @@ func TestImportEnsembleCutover(t *testing.T) {
 	}
 	imported := time.Now()
 	c, _ := sessionOf(t, connect, 30*time.Second)
-	for {
-		_, err := c.Create("/after-the-move", nil, 0, open)
-		if err == nil {
-			break
-		}
-		if time.Since(stopped) > 90*time.Second {
-			t.Fatalf("no write accepted after the move: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if err := error(nil); !testkit.Until(time.Until(stopped.Add(90*time.Second)), func() bool {
+		_, err = c.Create("/after-the-move", nil, 0, open)
+		return err == nil
+	}) {
+		t.Fatalf("no write accepted after the move: %v", err)
 	}
 	t.Logf("writes unavailable for %v (ZooKeeper stop and import %v, zkd start to first write %v)",
 		time.Since(stopped).Round(time.Millisecond), imported.Sub(stopped).Round(time.Millisecond), time.Since(imported).Round(time.Millisecond))

@@ -17,6 +17,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/zkd-io/zkd/internal/testkit"
 	"github.com/zkd-io/zkd/internal/testkit/apachezk"
 	"github.com/zkd-io/zkd/internal/testkit/zktest"
 	"github.com/zkd-io/zkd/znode"
@@ -51,21 +52,16 @@ func ridesThrough(t *testing.T, c *zk.Conn, ev <-chan zk.Event) func() {
 	}()
 	return func() {
 		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
-		for {
+		if !testkit.Until(60*time.Second, func() bool {
 			mu.Lock()
 			exp := expired
 			mu.Unlock()
 			if exp {
 				t.Fatal("the session expired during the move")
 			}
-			if c.State() == zk.StateHasSession {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the session is not connected again after the move: %v", c.State())
-			}
-			time.Sleep(20 * time.Millisecond)
+			return c.State() == zk.StateHasSession
+		}) {
+			t.Fatalf("the session is not connected again after the move: %v", c.State())
 		}
 	}
 }

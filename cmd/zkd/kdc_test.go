@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zkd-io/zkd/internal/testkit"
 	"github.com/zkd-io/zkd/internal/testkit/apachezk"
 	"github.com/zkd-io/zkd/internal/testkit/child"
 )
@@ -92,17 +93,16 @@ func startKDC(t *testing.T) *testKDC {
 	}
 	t.Cleanup(func() { _ = p.Stop(5 * time.Second) })
 	addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
+	listening := testkit.Until(30*time.Second, func() bool {
+		var c net.Conn
+		if c, err = net.DialTimeout("tcp", addr, time.Second); err == nil {
 			c.Close()
-			break
+			return true
 		}
-		if !p.Running() || time.Now().After(deadline) {
-			t.Fatalf("the KDC did not start listening on %s: %v\n%s", addr, err, child.Tail(filepath.Join(dir, "krb5kdc.out"), 20))
-		}
-		time.Sleep(50 * time.Millisecond)
+		return !p.Running() // it exited: no use waiting
+	})
+	if !listening || err != nil {
+		t.Fatalf("the KDC did not start listening on %s: %v\n%s", addr, err, child.Tail(filepath.Join(dir, "krb5kdc.out"), 20))
 	}
 	return k
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/zkd-io/zkd/internal/testkit"
 )
 
 // buildZkd builds the binary once per test binary run.
@@ -86,12 +87,11 @@ func startZkd(t *testing.T, args ...string) *zkdProcess {
 // waitRuok polls addr with ruok until the server answers imok.
 func waitRuok(t *testing.T, addr string, p *zkdProcess) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		if ok := zk.FLWRuok([]string{addr}, time.Second); len(ok) == 1 && ok[0] {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
+	if testkit.Until(20*time.Second, func() bool {
+		ok := zk.FLWRuok([]string{addr}, time.Second)
+		return len(ok) == 1 && ok[0]
+	}) {
+		return
 	}
 	t.Fatalf("zkd at %s never answered ruok; output:\n%s", addr, p.out.String())
 }
@@ -200,16 +200,11 @@ func TestKill9LosesNoAcknowledgedWrite(t *testing.T) {
 			}
 		})
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testkit.Until(20*time.Second, func() bool { // the test goes on with what was acknowledged by then
 		mu.Lock()
-		n := len(acked)
-		mu.Unlock()
-		if n >= 300 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		defer mu.Unlock()
+		return len(acked) >= 300
+	})
 	if err := p.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}

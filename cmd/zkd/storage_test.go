@@ -17,6 +17,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/zkd-io/zkd/internal/testkit"
 	"github.com/zkd-io/zkd/internal/testkit/tmpfs"
 	"github.com/zkd-io/zkd/internal/testkit/zktest"
 )
@@ -63,16 +64,11 @@ func TestDamagedDataRefusedWithAdvice(t *testing.T) {
 	}
 	// A snapshot is taken within a few seconds of passing snapCount; the writes after it stay in
 	// the log only.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	if !testkit.Until(20*time.Second, func() bool {
 		snaps, _ := filepath.Glob(filepath.Join(dir, "raft", "snapshots", "*", "state.bin"))
-		if len(snaps) > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no snapshot; output:\n%s", p.out.String())
-		}
-		time.Sleep(50 * time.Millisecond)
+		return len(snaps) > 0
+	}) {
+		t.Fatalf("no snapshot; output:\n%s", p.out.String())
 	}
 	for i := 40; i < 50; i++ {
 		if _, err := c.Create(fmt.Sprintf("/n%04d", i), fmt.Appendf(nil, "payload-%04d", i), 0, zk.WorldACL(zk.PermAll)); err != nil {
@@ -232,15 +228,13 @@ func TestDiskFullStandalone(t *testing.T) {
 	filler := tmpfs.Fill(t, vol)
 
 	var refused error
-	deadline := time.Now().Add(15 * time.Second)
-	for i := 0; refused == nil; i++ {
-		if time.Now().After(deadline) {
-			t.Fatalf("writes still taken on a full disk; output:\n%s", p.out.String())
-		}
+	i := 0
+	if !testkit.Until(15*time.Second, func() bool {
 		refused = create(fmt.Sprintf("/while-%d", i))
-		if refused == nil {
-			time.Sleep(20 * time.Millisecond)
-		}
+		i++
+		return refused != nil
+	}) {
+		t.Fatalf("writes still taken on a full disk; output:\n%s", p.out.String())
 	}
 	if !strings.Contains(refused.Error(), "-127") {
 		t.Fatalf("a write on a full disk failed with %v; want ThrottledOp (-127)", refused)
@@ -260,16 +254,13 @@ func TestDiskFullStandalone(t *testing.T) {
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	deadline = time.Now().Add(20 * time.Second)
-	for i := 0; ; i++ {
-		err := create(fmt.Sprintf("/after-%d", i))
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("writes not taken again after space was freed: %v\n%s", err, p.out.String())
-		}
-		time.Sleep(100 * time.Millisecond)
+	i = 0
+	if err := error(nil); !testkit.Until(20*time.Second, func() bool {
+		err = create(fmt.Sprintf("/after-%d", i))
+		i++
+		return err == nil
+	}) {
+		t.Fatalf("writes not taken again after space was freed: %v\n%s", err, p.out.String())
 	}
 	c.Close()
 	if n := strings.Count(p.out.String(), "disk is full"); n != 1 {

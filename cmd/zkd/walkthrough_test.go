@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/zkd-io/zkd/internal/testkit"
 )
 
 // The reconfig walkthrough of examples/cluster/README.md, on the example zoo.cfg files as shipped
@@ -104,11 +105,9 @@ func TestExampleClusterReconfigWalkthrough(t *testing.T) {
 	if err != nil || strings.Contains(string(cfg), "server.4=") {
 		t.Fatalf("/zookeeper/config after the remove: %q, %v", cfg, err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(p4.out.String(), "this server was removed from the cluster") {
-		if time.Now().After(deadline) {
-			t.Fatalf("the removed server never said so:\n%s", p4.out.String())
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !testkit.Until(20*time.Second, func() bool {
+		return strings.Contains(p4.out.String(), "this server was removed from the cluster")
+	}) {
+		t.Fatalf("the removed server never said so:\n%s", p4.out.String())
 	}
 }

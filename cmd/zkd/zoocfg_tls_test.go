@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/zkd-io/zkd/conformance"
+	"github.com/zkd-io/zkd/internal/testkit"
 	"github.com/zkd-io/zkd/internal/testkit/tlstest"
 	"github.com/zkd-io/zkd/internal/tlsconf"
 	"github.com/zkd-io/zkd/jute"
@@ -114,20 +115,19 @@ func TestBinaryServesTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	var r *conformance.Raw
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		tc, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, src.ClientConfig("127.0.0.1"))
-		if err == nil {
-			r = conformance.NewRaw(tc, 10*time.Second)
-			if err = r.NewSession(10000); err == nil {
-				break
-			}
+	if err := error(nil); !testkit.Until(30*time.Second, func() bool {
+		var tc *tls.Conn
+		if tc, err = tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, src.ClientConfig("127.0.0.1")); err != nil {
+			return false
+		}
+		r = conformance.NewRaw(tc, 10*time.Second)
+		if err = r.NewSession(10000); err != nil {
 			_ = r.Close()
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no TLS session with zkd on %s: %v\n%s", addr, err, p.out.String())
-		}
-		time.Sleep(50 * time.Millisecond)
+		return true
+	}) {
+		t.Fatalf("no TLS session with zkd on %s: %v\n%s", addr, err, p.out.String())
 	}
 	defer r.Close()
 	var who jute.WhoAmIResponse
