@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/zkd-io/zkd/internal/testkit"
 )
 
 // These checks run the small coordination patterns real clients build on the server: go-zookeeper's
@@ -21,17 +22,14 @@ func TestClientRecipes(t *testing.T) {
 			got := make(chan error, 1)
 			go func() { got <- lb.Lock() }()
 			// b must be queued behind a: its node exists and it does not hold the lock.
-			deadline := time.Now().Add(waitTimeout)
-			for {
-				kids, _, err := e.zk.Children(e.p("lock"))
+			var kids []string
+			if !testkit.Until(waitTimeout, func() bool { // no event tells a third party b has queued
+				var err error
+				kids, _, err = e.zk.Children(e.p("lock"))
 				must(t, "children", err)
-				if len(kids) == 2 {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("b's lock node never appeared: %v", kids)
-				}
-				time.Sleep(10 * time.Millisecond) // polling: no event tells a third party b has queued
+				return len(kids) == 2
+			}) {
+				t.Fatalf("b's lock node never appeared: %v", kids)
 			}
 			select {
 			case err := <-got:

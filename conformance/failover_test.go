@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/zkd-io/zkd/internal/testkit"
 	"github.com/zkd-io/zkd/server"
 )
 
@@ -84,13 +85,12 @@ func leaderFailover(t *testing.T) {
 		}
 	}
 	var leader *server.Server
-	for leader == nil {
-		if leader = cl.Leader(); leader == nil {
-			if ctx.Err() != nil {
-				t.Fatalf("no leader within 30 s")
-			}
-			time.Sleep(50 * time.Millisecond) // polling: the cluster offers no leadership event
-		}
+	elected, _ := ctx.Deadline()
+	if !testkit.Until(time.Until(elected), func() bool { // the cluster offers no leadership event
+		leader = cl.Leader()
+		return leader != nil
+	}) {
+		t.Fatalf("no leader within 30 s")
 	}
 	var survivors []string
 	for _, m := range cl.Servers {
@@ -126,15 +126,15 @@ func leaderFailover(t *testing.T) {
 	write := func(i int, deadline time.Time) {
 		t.Helper()
 		p := fmt.Sprintf("/failover/w-%03d", i)
-		for retried := false; ; retried = true {
-			_, err := c.Create(p, []byte(p), 0, acl)
-			if err == nil || (retried && errors.Is(err, zk.ErrNodeExists)) {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("write %s not acknowledged after the failover: %v", p, err)
-			}
-			time.Sleep(50 * time.Millisecond) // polling: retry until the session has a server again
+		retried := false
+		var err error
+		if !testkit.Until(time.Until(deadline), func() bool { // retry until the session has a server again
+			_, err = c.Create(p, []byte(p), 0, acl)
+			ok := err == nil || (retried && errors.Is(err, zk.ErrNodeExists))
+			retried = true
+			return ok
+		}) {
+			t.Fatalf("write %s not acknowledged after the failover: %v", p, err)
 		}
 	}
 	const before, after = 20, 20

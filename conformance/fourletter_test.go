@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/zkd-io/zkd/internal/testkit"
 	"github.com/zkd-io/zkd/jute"
 )
 
@@ -293,7 +294,7 @@ func TestFourLetterWords(t *testing.T) {
 				`\(queued=(\d+),recved=(\d+),sent=(\d+),sid=(0x[A-Za-z0-9]+),lop=(\w+),est=(\d+),to=(\d+),` +
 				`lcxid=(0x[A-Za-z0-9]+),lzxid=(0x[A-Za-z0-9]+),lresp=(\d+),llat=(\d+),minlat=(\d+),avglat=(\d+),maxlat=(\d+)\)`
 			var line, out string
-			for range 10 {
+			testkit.Until(waitTimeout, func() bool { // the switch below says what is missing
 				if _, _, err := e.zk.Exists("/"); err != nil {
 					t.Fatal(err)
 				}
@@ -305,11 +306,8 @@ func TestFourLetterWords(t *testing.T) {
 						line = l
 					}
 				}
-				if strings.Contains(line, ",lcxid=") {
-					break
-				}
-				time.Sleep(100 * time.Millisecond)
-			}
+				return strings.Contains(line, ",lcxid=")
+			})
 			switch {
 			case line == "":
 				t.Fatalf("cons does not list session 0x%x:\n%s", e.zk.SessionID(), out)

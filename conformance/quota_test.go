@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/zkd-io/zkd/internal/testkit"
 )
 
 func TestQuota(t *testing.T) {
@@ -160,12 +161,8 @@ func TestQuota(t *testing.T) {
 				t.Fatalf("zookeeper_stats %q; want count=2,bytes=5", got)
 			}
 			other.Close()
-			deadline := time.Now().Add(waitTimeout)
-			for e.exists(e.p("eph")) {
-				if time.Now().After(deadline) {
-					t.Fatalf("ephemeral still there %v after its session closed", waitTimeout)
-				}
-				time.Sleep(20 * time.Millisecond)
+			if !testkit.Until(waitTimeout, func() bool { return !e.exists(e.p("eph")) }) {
+				t.Fatalf("ephemeral still there %v after its session closed", waitTimeout)
 			}
 			if got := stats(t, e, sp); got != "count=1,bytes=0" {
 				t.Fatalf("zookeeper_stats %q; want count=1,bytes=0", got)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/zkd-io/zkd/internal/testkit"
 	"github.com/zkd-io/zkd/internal/testkit/zktest"
 	"github.com/zkd-io/zkd/server"
 	"go.uber.org/goleak"
@@ -256,15 +257,13 @@ func buildTargets() (stop func(), err error) {
 func waitServing(addrs []string, within time.Duration) error {
 	deadline := time.Now().Add(within)
 	for _, a := range addrs {
-		for {
-			out, err := FourLetterWord(a, "srvr", 3*time.Second)
-			if err == nil && (strings.Contains(out, "\nMode: leader") || strings.Contains(out, "\nMode: follower")) {
-				break
-			}
-			if time.Now().After(deadline) {
-				return fmt.Errorf("conformance: %s not serving after %v: %q, %v", a, within, out, err)
-			}
-			time.Sleep(100 * time.Millisecond) // polling: the server offers no event to wait on
+		var out string
+		var err error
+		if !testkit.Until(time.Until(deadline), func() bool { // the server offers no event to wait on
+			out, err = FourLetterWord(a, "srvr", 3*time.Second)
+			return err == nil && (strings.Contains(out, "\nMode: leader") || strings.Contains(out, "\nMode: follower"))
+		}) {
+			return fmt.Errorf("conformance: %s not serving after %v: %q, %v", a, within, out, err)
 		}
 	}
 	return nil

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zkd-io/zkd/internal/testkit"
 	"github.com/zkd-io/zkd/jute"
 )
 
@@ -206,19 +207,14 @@ func TestFloorReplicated(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, n := range nodes {
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		if !testkit.Until(10*time.Second, func() bool { // the node logs on its own schedule
 			got, err := os.ReadFile(n.log.Name())
 			if err != nil {
 				t.Fatal(err)
 			}
-			if string(got) == string(want) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("node %d's log differs from node 1's", i+2)
-			}
-			time.Sleep(10 * time.Millisecond) // polling: the node logs on its own schedule
+			return string(got) == string(want)
+		}) {
+			t.Fatalf("node %d's log differs from node 1's", i+2)
 		}
 	}
 	stop[0]()

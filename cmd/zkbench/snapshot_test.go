@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zkd-io/zkd/internal/testkit"
 	"github.com/zkd-io/zkd/internal/testkit/zktest"
 )
 
@@ -114,12 +115,11 @@ func TestFollowerAddr(t *testing.T) {
 	defer func() { _ = zd.stop() }()
 	for _, s := range []*server{zk, zd} {
 		var addr string
-		for ctx.Err() == nil {
-			if addr, err = followerAddr(s.addrs); err == nil {
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		deadline, _ := ctx.Deadline()
+		testkit.Until(time.Until(deadline), func() bool {
+			addr, err = followerAddr(s.addrs)
+			return err == nil
+		})
 		if err != nil {
 			t.Fatalf("%s: %v", s.kind, err)
 		}

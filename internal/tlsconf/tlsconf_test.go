@@ -368,7 +368,7 @@ func TestReload(t *testing.T) {
 		t.Fatalf("after a broken write, served %q; want first", cn)
 	}
 	ca.Issue(t, tlstest.Localhost("second")).WritePEM(t, props["ssl.keyStore.location"])
-	time.Sleep(2 * time.Millisecond)
+	time.Sleep(2 * time.Millisecond) // past the reload interval, which is the thing under test
 	if cn := seen(); cn != "second" {
 		t.Fatalf("after replacing the key store, served %q; want second", cn)
 	}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/zkd-io/zkd/internal/testkit"
 )
 
 // A real process through its whole life: started, paused, resumed, killed, restarted under a new
@@ -56,16 +58,12 @@ func TestProcessLife(t *testing.T) {
 // waitFor waits until the shell has written its n-th "hello" to the output file.
 func waitFor(t *testing.T, out string, n int) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		b, _ := os.ReadFile(out)
-		if strings.Count(string(b), "hello") >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no %d-th hello in the output:\n%s", n, b)
-		}
-		time.Sleep(5 * time.Millisecond)
+	var b []byte
+	if !testkit.Until(30*time.Second, func() bool {
+		b, _ = os.ReadFile(out)
+		return strings.Count(string(b), "hello") >= n
+	}) {
+		t.Fatalf("no %d-th hello in the output:\n%s", n, b)
 	}
 }
 
