@@ -23,9 +23,7 @@ func zkdBesideZooKeeper(t *testing.T) (work, bin string) {
 	if os.Getenv("ZKBENCH_TARGET") != "zookeeper" {
 		t.Skip("runs a real ZooKeeper: set ZKBENCH_TARGET=zookeeper")
 	}
-	if err := zktest.Check(); err != nil {
-		t.Skip(err)
-	}
+	zktest.Require(t)
 	work = t.TempDir()
 	bin = filepath.Join(work, "zkd")
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/zkd-io/zkd/cmd/zkd").CombinedOutput(); err != nil {
