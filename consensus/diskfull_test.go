@@ -11,44 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zkd-io/zkd/internal/testkit/tmpfs"
 	"github.com/zkd-io/zkd/jute"
 )
-
-func mountTmpfs(t *testing.T, size string) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a tmpfs needs root")
-	}
-	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "zkd-test", dir).CombinedOutput(); err != nil {
-		t.Fatalf("mount: %v: %s", err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
-			t.Errorf("umount: %v: %s", err, out)
-		}
-	})
-	return dir
-}
-
-func fillDisk(t *testing.T, dir string) string {
-	t.Helper()
-	path := filepath.Join(dir, "filler")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	buf := make([]byte, 64<<10)
-	for {
-		if _, err := f.Write(buf); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatal(err)
-			}
-			return path
-		}
-	}
-}
 
 // TestDiskFilledUnderWrites fills the disk of a standalone node while writes stream in, with
 // segments small enough that the log needs new ones before the guard looks again: a segment
@@ -57,7 +22,7 @@ func fillDisk(t *testing.T, dir string) string {
 // ErrDiskFull, reads go on, and once space is freed the store is reopened and the waiting writes
 // complete. After a restart every acknowledged write is there.
 func TestDiskFilledUnderWrites(t *testing.T) {
-	vol := mountTmpfs(t, "8m")
+	vol := tmpfs.Mount(t, "8m")
 	dir := filepath.Join(vol, "data")
 	cfg := func() Config {
 		c := standaloneConfig(t, dir)
@@ -74,7 +39,7 @@ func TestDiskFilledUnderWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	term := n.raft.CurrentTerm()
-	filler := fillDisk(t, vol)
+	filler := tmpfs.Fill(t, vol)
 
 	data := make([]byte, 1024)
 	var mu sync.Mutex
@@ -234,7 +199,7 @@ func TestSegmentCreationFailsThenRecovers(t *testing.T) {
 func TestLeaderDiskFullHandsOver(t *testing.T) {
 	vols := map[string]string{}
 	for _, id := range []string{"n1", "n2", "n3"} {
-		vols[id] = mountTmpfs(t, "32m")
+		vols[id] = tmpfs.Mount(t, "32m")
 	}
 	c := newCluster(t, 3, false, func(cfg *Config) {
 		cfg.Dir = filepath.Join(vols[cfg.ID], "data")
@@ -259,7 +224,7 @@ func TestLeaderDiskFullHandsOver(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	filler := fillDisk(t, vols[old.ID()])
+	filler := tmpfs.Fill(t, vols[old.ID()])
 	eventually(t, 20*time.Second, "leadership to move off the full disk", func() bool {
 		l := c.leader()
 		return l != old && old.disk.full.Load()
