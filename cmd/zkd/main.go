@@ -29,8 +29,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/zkd-io/zkd/consensus"
 	"github.com/zkd-io/zkd/internal/runtimepolicy"
+	"github.com/zkd-io/zkd/internal/storage"
 	"github.com/zkd-io/zkd/server"
 )
 
@@ -173,7 +173,7 @@ Flags:
 			_ = st.cfg.AdminListener.Close()
 		}
 		log.Error("cannot start", "err", err)
-		var d *consensus.DamageError
+		var d *storage.DamageError
 		if errors.As(err, &d) {
 			fmt.Fprint(stderr, damageAdvice(st.cfg.Dir, d))
 		}

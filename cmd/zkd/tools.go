@@ -77,7 +77,7 @@ func verifyCmd(args []string, stdout, stderr io.Writer) int {
 	rep, err := storage.VerifyDir(dir)
 	if err != nil {
 		fmt.Fprintf(stderr, "zkd verify: %v\n", err)
-		var d *consensus.DamageError
+		var d *storage.DamageError
 		if errors.As(err, &d) {
 			fmt.Fprint(stderr, damageAdvice(dir, d))
 		}
@@ -96,7 +96,7 @@ func verifyCmd(args []string, stdout, stderr io.Writer) int {
 }
 
 // damageAdvice tells an operator what to do about damage in dir.
-func damageAdvice(dir string, d *consensus.DamageError) string {
+func damageAdvice(dir string, d *storage.DamageError) string {
 	s := fmt.Sprintf(`The data in %s is damaged (%s). zkd will not serve it. Choose one:
   - restore a backup (README, "Backing up"), or, in a cluster, move this member's data
     directory aside and start it with -join, so that it takes the leader's copy
