@@ -58,8 +58,9 @@ func TestCrashChild(t *testing.T) {
 // stream and restarts from the same dir: every acknowledged write must be there.
 //
 // With small segments (the second run) the log's segments fill, compaction drops them and their
-// files come back zeroed as new segments (segpool.go); the kill comes after files were reused,
-// and the restart must read every acknowledged write from them and nothing stale.
+// files come back zeroed as new segments (internal/storage/segpool.go); the kill comes after
+// files were reused, and the restart must read every acknowledged write from them and nothing
+// stale.
 func TestCrashKeepsAcknowledgedWrites(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns a process")
