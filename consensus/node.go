@@ -239,6 +239,7 @@ func (n *Node) open() error {
 			Kind: cfg.LogStore, SegmentSize: cfg.walSegmentSize, SnapshotRetain: cfg.SnapshotRetain,
 			Log: n.log, HCLog: hl,
 			OnError: n.disk.noteStoreError, Full: n.disk.wait, SpaceOK: n.disk.spaceOK, Quit: n.stop,
+			Stopped: ErrShutdown, // a write waiting for space at shutdown fails as ErrShutdown
 		})
 		if err != nil {
 			return err

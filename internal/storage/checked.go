@@ -168,16 +168,17 @@ type CheckedStore struct {
 	done chan struct{}
 	// onError, if set, is told of every failed write (the disk guard watches for ENOSPC).
 	onError func(error)
-	// The disk guard's hooks (diskguard.go), set before Raft starts: full, when a write fails for
+	// The disk guard's hooks (Options), set before Raft starts: full, when a write fails for
 	// want of space, says whether to wait for space rather than fail (Raft then neither steps
 	// down nor starts elections over its own disk); spaceOK says whether there is room again;
 	// reopen replaces a backend that a failed segment rotation left unable to append; quit ends
-	// a wait. Without them a failed write fails.
+	// a wait with stopped (ErrStopped if nil). Without them a failed write fails.
 	full     func() (wait bool)
 	spaceOK  func() bool
 	reopen   func() (storeBackend, error)
 	reopened func()
 	quit     <-chan struct{}
+	stopped  error
 	// rw guards inner against reopen: every use holds it shared.
 	rw sync.RWMutex
 	// appended counts bytes appended since the guard last looked at the free space.
@@ -436,6 +437,9 @@ func (c *CheckedStore) awaitSpace(wedged bool) error {
 	for {
 		select {
 		case <-c.quit:
+			if c.stopped != nil {
+				return c.stopped
+			}
 			return ErrStopped
 		case <-t.C:
 		}

@@ -35,11 +35,13 @@ type Options struct {
 
 	// The disk guard's hooks (all optional). OnError is told of every failed write. Full is
 	// called when a write fails for want of space: true makes the write wait (SpaceOK says when
-	// there is room again), false fails it. Quit ends every wait with ErrStopped.
+	// there is room again), false fails it. Quit ends every wait with Stopped, or ErrStopped if
+	// Stopped is nil; Raft hands that error to the writes it was storing.
 	OnError func(error)
 	Full    func() (wait bool)
 	SpaceOK func() bool
 	Quit    <-chan struct{}
+	Stopped error
 }
 
 // Stores are the stores Raft runs on, opened by Open over one data directory.
@@ -103,7 +105,7 @@ func Open(dataDir string, o Options) (st *Stores, err error) {
 			closer.Close()
 		}
 	}()
-	store.onError, store.full, store.spaceOK, store.quit = o.OnError, o.Full, o.SpaceOK, o.Quit
+	store.onError, store.full, store.spaceOK, store.quit, store.stopped = o.OnError, o.Full, o.SpaceOK, o.Quit, o.Stopped
 	if o.Kind != LogStoreBolt {
 		walDir := filepath.Join(dir, walDirName)
 		store.reopen = func() (storeBackend, error) {
