@@ -32,7 +32,10 @@ cp scripts/testdata/outside/embed_test.go "$app/"
 python3 - "$root/README.md" "$app" <<'EOF'
 import re, sys
 readme, app = open(sys.argv[1]).read(), sys.argv[2]
-sec = readme[readme.index("\n## Embedding\n"):]
+m = re.search(r"\n## Embedding[^\n]*\n", readme)
+if not m:
+    sys.exit("README has no Embedding section")
+sec = readme[m.start():]
 sec = sec[:sec.index("\n## ", 1)]
 blocks = re.findall(r"```go\n(.*?)```", sec, re.S)
 if len(blocks) != 2 or not blocks[0].startswith("package main") or "func Test" not in blocks[1]:

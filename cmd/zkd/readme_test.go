@@ -19,14 +19,15 @@ func TestReadmeSecurityExamples(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The section runs from its heading (## or ###) to the next heading of either level.
 	sec := string(readme)
-	i := strings.Index(sec, "\n## Security\n")
-	if i < 0 {
+	m := regexp.MustCompile("\n#{2,3} Security\n").FindStringIndex(sec)
+	if m == nil {
 		t.Fatal("README has no Security section")
 	}
-	sec = sec[i+1:]
-	if j := strings.Index(sec[1:], "\n## "); j >= 0 {
-		sec = sec[:j+1]
+	sec = sec[m[1]:]
+	if j := regexp.MustCompile("\n#{2,3} ").FindStringIndex(sec); j != nil {
+		sec = sec[:j[0]]
 	}
 	blocks := regexp.MustCompile("(?s)```properties\n(.*?)```").FindAllStringSubmatch(sec, -1)
 	if len(blocks) < 3 {
