@@ -45,7 +45,7 @@
 //
 // Concurrency: Node's methods are safe for concurrent use. The FSM runs on Raft's one FSM
 // goroutine and tells the node what it did through one fsmObserver (observer.go); the tree is
-// read through atomic views. Node.mu guards the proposal table, RPC clients and touch batch and
+// read through atomic views. Node.mu guards the RPC clients, peer connections and touch batch, proposals.mu the proposal table; and
 // is never held while calling Raft or the network; lock order rpcClient.mu then Node.mu;
 // sessionTracker.mu and applyWait.mu are leaves. Every goroutine is started by New or
 // Node.goTracked and waited for by Shutdown, except waitFuture's helper, which may stay parked

@@ -479,7 +479,7 @@ func (n *Node) expireSessions() {
 	}
 	n.log.Info("expiring sessions", "count", len(ids))
 	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.HoldTimeout)
-	pd, err := n.start(ctx, &command{op: jute.OpCloseSession, body: closeSessionsBody(ids)}, true)
+	pd, err := n.props.start(ctx, &command{op: jute.OpCloseSession, body: closeSessionsBody(ids)}, true)
 	cancel()
 	if err != nil {
 		n.sessions.unclose(ids)
@@ -503,7 +503,7 @@ func (n *Node) reap() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.HoldTimeout)
-	pd, err := n.start(ctx, &command{op: jute.OpDeleteContainer, body: reapBody(paths, n.cfg.ContainerNeverUsedInterval)}, true)
+	pd, err := n.props.start(ctx, &command{op: jute.OpDeleteContainer, body: reapBody(paths, n.cfg.ContainerNeverUsedInterval)}, true)
 	cancel()
 	if err != nil {
 		return

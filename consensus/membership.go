@@ -161,7 +161,7 @@ func (n *Node) Stats() Stats {
 		LastZxid:     n.LastZxid(),
 		CommitIndex:  n.raft.CommitIndex(),
 		LastIndex:    last,
-		Outstanding:  len(n.slots),
+		Outstanding:  len(n.props.slots),
 		Proposed:     n.stats.proposed.Load(),
 		Forwarded:    n.stats.forwarded.Load(),
 		Retried:      n.stats.retried.Load(),

@@ -65,16 +65,13 @@ type Node struct {
 	// plainRefused logs TLS connections refused by a plaintext peer port, once per remote host.
 	plainRefused peernet.FailLog
 
-	seq     atomic.Uint64
+	props   *proposals // the writes on their way (propose.go)
 	sidMu   sync.Mutex
 	lastSID int64 // last session id this node issued as leader
 	// attachMu guards the attachment tokens this node hands out as leader (newAttach).
 	attachMu    sync.Mutex
 	attachTerm  uint64
 	attachCount uint64
-	slots       chan struct{}
-	// leaderq holds the writes proposed here as leader, for runWatcher.
-	leaderq leaderQueue
 	// fwd holds the writes peers forwarded here as leader until they are applied; fwdFlush the
 	// connections answered in the batch being applied and fwdLast the last forward answered
 	// (FSM goroutine only). See forwards.go.
@@ -123,16 +120,9 @@ type Node struct {
 	mu struct {
 		sync.Mutex
 		closing bool
-		pending map[uint64]*Pending // by command seq
-		// restoredThrough is the zxid of the newest snapshot installed here: writes committed
-		// at or below it were never applied here one by one.
-		restoredThrough uint64
-		lastSeq         map[int64]uint64 // session → seq of its latest proposal (retry rule)
-		// unsettled counts each session's proposals started here and not yet settled.
-		unsettled map[int64]int
-		clients   map[string]*rpcClient
-		conns     map[net.Conn]struct{}
-		touches   map[int64]struct{}
+		clients map[string]*rpcClient
+		conns   map[net.Conn]struct{}
+		touches map[int64]struct{}
 	}
 	down        chan struct{} // closed when Shutdown finished
 	shutdownErr error         // written before down is closed
@@ -156,8 +146,6 @@ func New(cfg Config) (*Node, error) {
 		origin:   cfg.ID + "/" + hex.EncodeToString(nonce[:]),
 		sessions: newSessionTracker(),
 		notify:   make(chan bool, 16),
-		slots:    make(chan struct{}, cfg.MaxOutstanding),
-		leaderq:  make(leaderQueue, cfg.MaxOutstanding),
 		stop:     make(chan struct{}),
 		down:     make(chan struct{}),
 	}
@@ -165,9 +153,7 @@ func New(cfg Config) (*Node, error) {
 	if cfg.TLS != nil {
 		n.tls = peernet.NewTLS(*cfg.TLS, n.log, n.memberAddrs)
 	}
-	n.mu.pending = make(map[uint64]*Pending)
-	n.mu.lastSeq = make(map[int64]uint64)
-	n.mu.unsettled = make(map[int64]int)
+	n.props = newProposals(n, cfg.MaxOutstanding)
 	n.mu.clients = make(map[string]*rpcClient)
 	n.mu.conns = make(map[net.Conn]struct{})
 	n.mu.touches = make(map[int64]struct{})
@@ -206,7 +192,7 @@ func New(cfg Config) (*Node, error) {
 	n.wg.Go(n.runAnnouncer)
 	n.wg.Go(n.runRelay)
 	n.wg.Go(n.runSnapshotter)
-	n.wg.Go(n.runWatcher)
+	n.wg.Go(n.props.runWatcher)
 	if cfg.Dir != "" {
 		n.wg.Go(func() { n.disk.run(filepath.Join(cfg.Dir, "raft")) })
 	}
@@ -474,6 +460,7 @@ func (n *Node) Shutdown() error {
 		return n.shutdownErr
 	}
 	n.mu.closing = true
+	n.props.close()
 	close(n.stop)
 	n.cancel()
 	n.mu.Unlock()
@@ -484,7 +471,7 @@ func (n *Node) Shutdown() error {
 	}
 	n.closeResources()
 	n.wg.Wait()
-	n.failAll(fmt.Errorf("%w: %w", ErrUnknownOutcome, ErrShutdown))
+	n.props.failAll(fmt.Errorf("%w: %w", ErrUnknownOutcome, ErrShutdown))
 	n.fsm.applied.close()
 	if n.store != nil {
 		if err := n.store.Close(); err != nil {

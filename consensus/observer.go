@@ -13,7 +13,9 @@ func (o nodeObserver) applied(zxid int64, r *znode.Result, v *znode.View) {
 	}
 }
 
-func (o nodeObserver) delivered(seq uint64, c *command, r *znode.Result) { o.n.deliver(seq, c, r) }
+func (o nodeObserver) delivered(seq uint64, c *command, r *znode.Result) {
+	o.n.props.deliver(seq, c, r)
+}
 
 func (o nodeObserver) forwardApplied(origin string, seq, index, term uint64) {
 	o.n.forwardApplied(origin, seq, index, term)
@@ -35,7 +37,7 @@ func (o nodeObserver) batchApplied(index, term uint64) {
 }
 
 func (o nodeObserver) restored(zxid int64, v *znode.View) {
-	o.n.restoredTree(zxid)
+	o.n.props.restoredTree(zxid)
 	if o.n.cfg.OnRestore != nil {
 		o.n.cfg.OnRestore(v)
 	}

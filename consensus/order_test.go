@@ -128,42 +128,42 @@ func TestOrderedWritesThroughFollower(t *testing.T) {
 // is unknown (the server closes the connection instead).
 func TestRetryOnlyAlone(t *testing.T) {
 	c := newCluster(t, 1, true, nil)
-	n := c.leader()
+	ps := c.leader().props
 	register := func(session int64, seq uint64) *Pending {
 		p := &Pending{c: &command{session: session, seq: seq}, done: make(chan struct{})}
-		n.slots <- struct{}{} // what start takes
-		n.mu.Lock()
-		defer n.mu.Unlock()
-		n.mu.pending[seq] = p
-		n.mu.lastSeq[session] = seq
-		n.mu.unsettled[session]++
+		ps.slots <- struct{}{} // what start takes
+		ps.mu.Lock()
+		defer ps.mu.Unlock()
+		ps.mu.pending[seq] = p
+		ps.mu.lastSeq[session] = seq
+		ps.mu.unsettled[session]++
 		return p
 	}
 	p1, p2, other := register(9, 1001), register(9, 1002), register(10, 1003)
-	if n.mayRetry(p1.c) {
+	if ps.mayRetry(p1.c) {
 		t.Fatal("an earlier write may be retried after a later one was started")
 	}
-	if n.mayRetry(p2.c) {
+	if ps.mayRetry(p2.c) {
 		t.Fatal("a later write may be retried alone while an earlier one is unsettled")
 	}
-	if !n.mayRetry(other.c) {
+	if !ps.mayRetry(other.c) {
 		t.Fatal("another session's only write may not be retried")
 	}
 	failed := errors.New("failed")
-	if !n.finish(p1, nil, nil, failed) || n.finish(p1, nil, nil, nil) {
+	if !ps.finish(p1, nil, nil, failed) || ps.finish(p1, nil, nil, nil) {
 		t.Fatal("finish completed a write other than exactly once")
 	}
 	if _, err := p1.Wait(context.Background()); err != failed {
 		t.Fatalf("Wait = %v; want the first outcome", err)
 	}
-	if !n.mayRetry(p2.c) {
+	if !ps.mayRetry(p2.c) {
 		t.Fatal("the session's only unsettled write may not be retried")
 	}
-	n.finish(p2, nil, nil, failed)
-	n.finish(other, nil, nil, failed)
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if len(n.mu.unsettled) != 0 || len(n.mu.lastSeq) != 0 || len(n.mu.pending) != 0 {
-		t.Fatalf("bookkeeping left behind: %v %v %v", n.mu.unsettled, n.mu.lastSeq, n.mu.pending)
+	ps.finish(p2, nil, nil, failed)
+	ps.finish(other, nil, nil, failed)
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if len(ps.mu.unsettled) != 0 || len(ps.mu.lastSeq) != 0 || len(ps.mu.pending) != 0 {
+		t.Fatalf("bookkeeping left behind: %v %v %v", ps.mu.unsettled, ps.mu.lastSeq, ps.mu.pending)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"hash/fnv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/zkd-io/zkd/internal/third_party/raft"
@@ -57,7 +59,7 @@ type Pending struct {
 	applied *command // the entry as applied (CreateSession reads what the leader stamped)
 	err     error
 
-	// Guarded by Node.mu.
+	// Guarded by proposals.mu.
 	finished  bool
 	index     uint64      // the entry's index once it is known to be committed (0 before)
 	applyWait *time.Timer // committed, not yet applied here: fails the write after ApplyTimeout
@@ -79,6 +81,44 @@ func (p *Pending) Wait(ctx context.Context) (znode.Result, error) {
 	case <-ctx.Done():
 		return znode.Result{}, fmt.Errorf("%w: %w", ErrUnknownOutcome, ctx.Err())
 	}
+}
+
+// proposals is the node's table of writes on their way, from Start to their outcome: each
+// write's Pending, the proposal slots (Config.MaxOutstanding), each session's latest and unsettled
+// writes (the retry rule, mayRetry), and the queue of writes proposed here as leader (runWatcher).
+// A write leaves the table exactly once, in finish.
+type proposals struct {
+	n       *Node
+	seq     atomic.Uint64 // the last command seq handed out
+	slots   chan struct{} // one per outstanding write
+	leaderq leaderQueue
+
+	mu struct {
+		sync.Mutex
+		closed  bool                // the node is shutting down: start refuses
+		pending map[uint64]*Pending // by command seq
+		// restoredThrough is the zxid of the newest snapshot installed here: writes committed
+		// at or below it were never applied here one by one.
+		restoredThrough uint64
+		lastSeq         map[int64]uint64 // session → seq of its latest proposal (retry rule)
+		// unsettled counts each session's proposals started here and not yet settled.
+		unsettled map[int64]int
+	}
+}
+
+func newProposals(n *Node, max int) *proposals {
+	ps := &proposals{n: n, slots: make(chan struct{}, max), leaderq: make(leaderQueue, max)}
+	ps.mu.pending = make(map[uint64]*Pending)
+	ps.mu.lastSeq = make(map[int64]uint64)
+	ps.mu.unsettled = make(map[int64]int)
+	return ps
+}
+
+// close makes start refuse new writes; failAll then fails those still pending.
+func (ps *proposals) close() {
+	ps.mu.Lock()
+	ps.mu.closed = true
+	ps.mu.Unlock()
 }
 
 // Propose replicates a client write and returns its result after this node applied it.
@@ -105,7 +145,7 @@ func (n *Node) Start(ctx context.Context, p Proposal) (*Pending, error) {
 	if err != nil {
 		return nil, err
 	}
-	return n.start(ctx, c, false)
+	return n.props.start(ctx, c, false)
 }
 
 // command checks p and returns the command that carries it.
@@ -140,7 +180,7 @@ func (n *Node) CreateSession(ctx context.Context, timeoutMs int32) (znode.Sessio
 		return znode.Session{}, 0, fmt.Errorf("%w: session timeout %d", ErrBadRequest, timeoutMs)
 	}
 	body := binary.BigEndian.AppendUint32(nil, uint32(timeoutMs))
-	pd, err := n.start(ctx, &command{op: jute.OpCreateSession, body: body}, false)
+	pd, err := n.props.start(ctx, &command{op: jute.OpCreateSession, body: body}, false)
 	if err != nil {
 		return znode.Session{}, 0, err
 	}
@@ -160,9 +200,10 @@ func (n *Node) CreateSession(ctx context.Context, timeoutMs int32) (znode.Sessio
 }
 
 // start registers c, marshals it once and submits it.
-func (n *Node) start(ctx context.Context, c *command, localOnly bool) (*Pending, error) {
+func (ps *proposals) start(ctx context.Context, c *command, localOnly bool) (*Pending, error) {
+	n := ps.n
 	select {
-	case n.slots <- struct{}{}:
+	case ps.slots <- struct{}{}:
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	case <-n.stop:
@@ -170,25 +211,25 @@ func (n *Node) start(ctx context.Context, c *command, localOnly bool) (*Pending,
 	}
 	c.typ = cmdTxn
 	c.origin = n.origin
-	c.seq = n.seq.Add(1)
+	c.seq = ps.seq.Add(1)
 	p := &Pending{c: c, entry: c.marshal(), done: make(chan struct{}), localOnly: localOnly, started: time.Now()}
 	// The entry holds a copy of the body: the caller may reuse its buffer once Start returns.
 	c.body = nil
-	n.mu.Lock()
-	if n.mu.closing {
-		n.mu.Unlock()
-		<-n.slots
+	ps.mu.Lock()
+	if ps.mu.closed {
+		ps.mu.Unlock()
+		<-ps.slots
 		return nil, ErrShutdown
 	}
-	n.mu.pending[c.seq] = p
+	ps.mu.pending[c.seq] = p
 	if c.session != 0 {
-		n.mu.lastSeq[c.session] = c.seq
-		n.mu.unsettled[c.session]++
+		ps.mu.lastSeq[c.session] = c.seq
+		ps.mu.unsettled[c.session]++
 	}
-	n.mu.Unlock()
+	ps.mu.Unlock()
 
-	if err := n.submit(ctx, p); err != nil {
-		n.finish(p, nil, nil, err)
+	if err := ps.submit(ctx, p); err != nil {
+		ps.finish(p, nil, nil, err)
 		return nil, err
 	}
 	n.stats.proposed.Add(1)
@@ -197,27 +238,28 @@ func (n *Node) start(ctx context.Context, c *command, localOnly bool) (*Pending,
 
 // finish completes p with a result (applied here) or an error, once: later calls do nothing. It
 // frees p's slot and forgets it. It reports whether this call completed p.
-func (n *Node) finish(p *Pending, res *znode.Result, applied *command, err error) bool {
-	n.mu.Lock()
+func (ps *proposals) finish(p *Pending, res *znode.Result, applied *command, err error) bool {
+	n := ps.n
+	ps.mu.Lock()
 	if p.finished {
-		n.mu.Unlock()
+		ps.mu.Unlock()
 		return false
 	}
 	p.finished = true
 	c := p.c
-	delete(n.mu.pending, c.seq)
+	delete(ps.mu.pending, c.seq)
 	if c.session != 0 {
-		if n.mu.lastSeq[c.session] == c.seq {
-			delete(n.mu.lastSeq, c.session)
+		if ps.mu.lastSeq[c.session] == c.seq {
+			delete(ps.mu.lastSeq, c.session)
 		}
-		if n.mu.unsettled[c.session]--; n.mu.unsettled[c.session] <= 0 {
-			delete(n.mu.unsettled, c.session)
+		if ps.mu.unsettled[c.session]--; ps.mu.unsettled[c.session] <= 0 {
+			delete(ps.mu.unsettled, c.session)
 		}
 	}
 	if p.applyWait != nil {
 		p.applyWait.Stop()
 	}
-	n.mu.Unlock()
+	ps.mu.Unlock()
 	if res != nil {
 		p.res = *res
 	}
@@ -226,16 +268,17 @@ func (n *Node) finish(p *Pending, res *znode.Result, applied *command, err error
 		n.stats.unknown.Add(1)
 	}
 	close(p.done)
-	<-n.slots
+	<-ps.slots
 	return true
 }
 
 // deliver is called by the FSM with the result of an entry this node proposed.
-func (n *Node) deliver(seq uint64, c *command, r *znode.Result) {
-	n.mu.Lock()
-	p := n.mu.pending[seq]
-	n.mu.Unlock()
-	if p != nil && n.finish(p, r, c, nil) {
+func (ps *proposals) deliver(seq uint64, c *command, r *znode.Result) {
+	n := ps.n
+	ps.mu.Lock()
+	p := ps.mu.pending[seq]
+	ps.mu.Unlock()
+	if p != nil && ps.finish(p, r, c, nil) {
 		n.metrics.localCommit.ObserveDuration(time.Since(p.started))
 	}
 }
@@ -244,67 +287,69 @@ func (n *Node) deliver(seq uint64, c *command, r *znode.Result) {
 // snapshot that skips it) decides its outcome. An entry not applied here within ApplyTimeout, or
 // skipped by a snapshot install, fails with ErrUnknownOutcome: it took effect, but this node
 // cannot tell the result.
-func (n *Node) committed(p *Pending, index uint64) {
-	n.mu.Lock()
+func (ps *proposals) committed(p *Pending, index uint64) {
+	n := ps.n
+	ps.mu.Lock()
 	if p.finished {
-		n.mu.Unlock()
+		ps.mu.Unlock()
 		return
 	}
 	p.index = index
-	skipped := index <= n.mu.restoredThrough
+	skipped := index <= ps.mu.restoredThrough
 	if !skipped {
 		p.applyWait = time.AfterFunc(n.cfg.ApplyTimeout, func() {
-			n.finish(p, nil, nil, fmt.Errorf("%w: committed but not applied here within %v", ErrUnknownOutcome, n.cfg.ApplyTimeout))
+			ps.finish(p, nil, nil, fmt.Errorf("%w: committed but not applied here within %v", ErrUnknownOutcome, n.cfg.ApplyTimeout))
 		})
 	}
-	n.mu.Unlock()
+	ps.mu.Unlock()
 	if skipped {
-		n.finish(p, nil, nil, fmt.Errorf("%w: committed; a snapshot install skipped its result here", ErrUnknownOutcome))
+		ps.finish(p, nil, nil, fmt.Errorf("%w: committed; a snapshot install skipped its result here", ErrUnknownOutcome))
 	}
 }
 
 // restoredTree is called by the FSM after a snapshot replaced the tree up to zxid: writes that
 // committed at or below it were never applied here one by one, so their results are lost.
-func (n *Node) restoredTree(zxid int64) {
-	n.mu.Lock()
-	n.mu.restoredThrough = max(n.mu.restoredThrough, uint64(zxid))
+func (ps *proposals) restoredTree(zxid int64) {
+	ps.mu.Lock()
+	ps.mu.restoredThrough = max(ps.mu.restoredThrough, uint64(zxid))
 	var skipped []*Pending
-	for _, p := range n.mu.pending {
+	for _, p := range ps.mu.pending {
 		if p.index != 0 && p.index <= uint64(zxid) {
 			skipped = append(skipped, p)
 		}
 	}
-	n.mu.Unlock()
+	ps.mu.Unlock()
 	for _, p := range skipped {
-		n.finish(p, nil, nil, fmt.Errorf("%w: committed; a snapshot install skipped its result here", ErrUnknownOutcome))
+		ps.finish(p, nil, nil, fmt.Errorf("%w: committed; a snapshot install skipped its result here", ErrUnknownOutcome))
 	}
 }
 
 // failAll completes every write still pending with err (shutdown).
-func (n *Node) failAll(err error) {
-	n.mu.Lock()
-	all := make([]*Pending, 0, len(n.mu.pending))
-	for _, p := range n.mu.pending {
+func (ps *proposals) failAll(err error) {
+	ps.mu.Lock()
+	all := make([]*Pending, 0, len(ps.mu.pending))
+	for _, p := range ps.mu.pending {
 		all = append(all, p)
 	}
-	n.mu.Unlock()
+	ps.mu.Unlock()
 	for _, p := range all {
-		n.finish(p, nil, nil, err)
+		ps.finish(p, nil, nil, err)
 	}
 }
 
 // submit hands p to the leader: proposes it here when this node leads, else forwards it. It
 // retries, with jitter, while nothing was proposed and HoldTimeout allows.
-func (n *Node) submit(ctx context.Context, p *Pending) error {
+func (ps *proposals) submit(ctx context.Context, p *Pending) error {
+	n := ps.n
 	return n.onLeader(ctx, true, func() error {
-		fut, err := n.leaderApply(p.entry)
+		fut, err := ps.leaderApply(p.entry)
 		if err != nil {
 			return err
 		}
-		n.mu.Lock()
+		ps.mu.Lock()
 		p.fut = fut
-		n.mu.Unlock()
-		n.leaderq.push(p)
+		ps.mu.Unlock()
+		ps.leaderq.push(p)
 		return nil
 	}, func(addr string) error {
 		if p.localOnly {
@@ -314,7 +359,7 @@ func (n *Node) submit(ctx context.Context, p *Pending) error {
 		if err != nil {
 			return err
 		}
-		if err := cl.send(ctx, rpcSubmit, p.entry, func(r rpcReply) { n.submitted(p, r) }); err != nil {
+		if err := cl.send(ctx, rpcSubmit, p.entry, func(r rpcReply) { ps.submitted(p, r) }); err != nil {
 			return err
 		}
 		n.stats.forwarded.Add(1)
@@ -324,64 +369,66 @@ func (n *Node) submit(ctx context.Context, p *Pending) error {
 
 // submitted handles the leader's reply to a forwarded write. It runs on the RPC client's reader
 // and must not block.
-func (n *Node) submitted(p *Pending, r rpcReply) {
+func (ps *proposals) submitted(p *Pending, r rpcReply) {
+	n := ps.n
 	switch {
 	case r.err != nil:
-		n.finish(p, nil, nil, fmt.Errorf("%w: %w", ErrUnknownOutcome, r.err))
+		ps.finish(p, nil, nil, fmt.Errorf("%w: %w", ErrUnknownOutcome, r.err))
 	case r.status == statusOK:
 		var cm commitMsg
 		if err := decodeMsg(r.payload, &cm); err != nil || cm.Index == 0 {
-			n.finish(p, nil, nil, fmt.Errorf("%w: bad submit reply: %v", ErrUnknownOutcome, err))
+			ps.finish(p, nil, nil, fmt.Errorf("%w: bad submit reply: %v", ErrUnknownOutcome, err))
 			return
 		}
 		n.relay.offer(cm.Index, cm.Term)
 		n.metrics.learnerComms.Inc()
-		n.committed(p, cm.Index)
+		ps.committed(p, cm.Index)
 	case r.status == statusMoved:
-		n.finish(p, nil, nil, ErrSessionMoved)
+		ps.finish(p, nil, nil, ErrSessionMoved)
 	case r.status == statusDiskFull:
-		n.finish(p, nil, nil, ErrDiskFull)
+		ps.finish(p, nil, nil, ErrDiskFull)
 	case r.status == statusNotProposed:
-		n.notProposed(p, errors.New(string(r.payload)))
+		ps.notProposed(p, errors.New(string(r.payload)))
 	default:
-		n.finish(p, nil, nil, fmt.Errorf("%w: %s", ErrUnknownOutcome, r.payload))
+		ps.finish(p, nil, nil, fmt.Errorf("%w: %s", ErrUnknownOutcome, r.payload))
 	}
 }
 
 // leaderOutcome handles the raft future of a write proposed here as leader, once it resolved.
-func (n *Node) leaderOutcome(p *Pending, fut raft.ApplyFuture, err error) {
+func (ps *proposals) leaderOutcome(p *Pending, fut raft.ApplyFuture, err error) {
 	switch {
 	case err == nil:
-		n.committed(p, fut.Index())
+		ps.committed(p, fut.Index())
 	case errors.Is(err, ErrShutdown):
-		n.finish(p, nil, nil, fmt.Errorf("%w: %w", ErrUnknownOutcome, err))
+		ps.finish(p, nil, nil, fmt.Errorf("%w: %w", ErrUnknownOutcome, err))
 	case notProposed(err):
-		n.notProposed(p, err)
+		ps.notProposed(p, err)
 	default:
-		n.finish(p, nil, nil, fmt.Errorf("%w: %w", ErrUnknownOutcome, err))
+		ps.finish(p, nil, nil, fmt.Errorf("%w: %w", ErrUnknownOutcome, err))
 	}
 }
 
 // notProposed handles a write the leader refused without proposing it: it is submitted again if
 // mayRetry allows, else it fails.
-func (n *Node) notProposed(p *Pending, why error) {
-	if !n.mayRetry(p.c) {
-		n.finish(p, nil, nil, fmt.Errorf("%w: %w", ErrNoLeader, why))
+func (ps *proposals) notProposed(p *Pending, why error) {
+	n := ps.n
+	if !ps.mayRetry(p.c) {
+		ps.finish(p, nil, nil, fmt.Errorf("%w: %w", ErrNoLeader, why))
 		return
 	}
 	// A raft future may still hold the entry's bytes; the retry gets its own copy.
 	p.entry = append([]byte(nil), p.entry...)
-	n.mu.Lock()
+	ps.mu.Lock()
 	p.fut = nil
-	n.mu.Unlock()
+	ps.mu.Unlock()
 	if !n.goTracked(func() {
-		if err := n.submit(n.ctx, p); err != nil {
-			n.finish(p, nil, nil, err)
+		if err := ps.submit(n.ctx, p); err != nil {
+			ps.finish(p, nil, nil, err)
 			return
 		}
 		n.stats.retried.Add(1)
 	}) {
-		n.finish(p, nil, nil, fmt.Errorf("%w: %w", ErrUnknownOutcome, ErrShutdown))
+		ps.finish(p, nil, nil, fmt.Errorf("%w: %w", ErrUnknownOutcome, ErrShutdown))
 	}
 }
 
@@ -391,13 +438,13 @@ func (n *Node) notProposed(p *Pending, why error) {
 // fails, and the server closes the client's connection, so the client learns what happened.
 // (Every replica also refuses a session's write out of order, so even a wrong retry could not
 // make a write take effect before its predecessor; see znode.Txn.Attach.)
-func (n *Node) mayRetry(c *command) bool {
+func (ps *proposals) mayRetry(c *command) bool {
 	if c.session == 0 {
 		return true
 	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.mu.lastSeq[c.session] == c.seq && n.mu.unsettled[c.session] == 1
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	return ps.mu.lastSeq[c.session] == c.seq && ps.mu.unsettled[c.session] == 1
 }
 
 // notProposed reports whether a raft apply error means the entry was never proposed.
@@ -421,7 +468,8 @@ func classifyApply(err error) (byte, []byte) {
 // leaderApply stamps a marshalled entry (time; for createSession the id, password and attachment)
 // and proposes it. It fails with ErrNotLeader, having proposed nothing, on a node that is not the
 // leader, and with ErrSessionMoved when the session is attached through another server.
-func (n *Node) leaderApply(entry []byte) (raft.ApplyFuture, error) {
+func (ps *proposals) leaderApply(entry []byte) (raft.ApplyFuture, error) {
+	n := ps.n
 	if n.raft.State() != raft.Leader {
 		return nil, ErrNotLeader
 	}
@@ -429,11 +477,12 @@ func (n *Node) leaderApply(entry []byte) (raft.ApplyFuture, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
-	return n.leaderApplyPeeked(entry, h)
+	return ps.leaderApplyPeeked(entry, h)
 }
 
 // leaderApplyPeeked is leaderApply for an entry whose header the caller has read already.
-func (n *Node) leaderApplyPeeked(entry []byte, h entryHeader) (raft.ApplyFuture, error) {
+func (ps *proposals) leaderApplyPeeked(entry []byte, h entryHeader) (raft.ApplyFuture, error) {
+	n := ps.n
 	if n.raft.State() != raft.Leader {
 		return nil, ErrNotLeader
 	}

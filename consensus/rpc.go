@@ -507,7 +507,7 @@ func (n *Node) submitForwarded(out *rpcReplies, id uint64, entry []byte) (byte, 
 	// Registered before it is proposed: the entry may be applied before leaderApply returns.
 	w := &forwarded{key: forwardKey{h.origin, h.seq}, id: id, out: out, at: time.Now()}
 	n.fwd.add(w)
-	fut, err := n.leaderApplyPeeked(entry, h)
+	fut, err := n.props.leaderApplyPeeked(entry, h)
 	if err != nil {
 		n.fwd.drop(w)
 		status := statusNotProposed

@@ -21,13 +21,14 @@ func (q leaderQueue) push(p *Pending) { q <- p }
 // future. A write still unapplied after settleFastWait gets, with every unapplied one queued
 // behind it, a goroutine that reads its future (watchFuture). It stops with the node; Shutdown
 // fails whatever is left.
-func (n *Node) runWatcher() {
+func (ps *proposals) runWatcher() {
+	n := ps.n
 	t := time.NewTimer(settleFastWait)
 	t.Stop()
 	for {
 		var p *Pending
 		select {
-		case p = <-n.leaderq:
+		case p = <-ps.leaderq:
 		case <-n.stop:
 			return
 		}
@@ -46,11 +47,11 @@ func (n *Node) runWatcher() {
 			t.Stop()
 			return
 		}
-		n.watchFuture(p)
+		ps.watchFuture(p)
 		for more := true; more; {
 			select {
-			case q := <-n.leaderq:
-				n.watchFuture(q)
+			case q := <-ps.leaderq:
+				ps.watchFuture(q)
 			default:
 				more = false
 			}
@@ -60,10 +61,11 @@ func (n *Node) runWatcher() {
 
 // watchFuture reads the raft future of a write proposed here as leader on a goroutine of its own
 // and acts on its outcome, unless the write completes first.
-func (n *Node) watchFuture(p *Pending) {
-	n.mu.Lock()
+func (ps *proposals) watchFuture(p *Pending) {
+	n := ps.n
+	ps.mu.Lock()
 	fut, finished := p.fut, p.finished
-	n.mu.Unlock()
+	ps.mu.Unlock()
 	if finished || fut == nil {
 		return
 	}
@@ -74,6 +76,6 @@ func (n *Node) watchFuture(p *Pending) {
 			return
 		default:
 		}
-		n.leaderOutcome(p, fut, err)
+		ps.leaderOutcome(p, fut, err)
 	})
 }
