@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/zkd-io/zkd/internal/third_party/raft"
-
-	"github.com/zkd-io/zkd/jute"
 )
 
 // monitor is the node's housekeeping goroutine: leadership changes, the serving signal, session
@@ -39,14 +37,14 @@ func (n *Node) monitor() {
 		case <-servingTick.C:
 			n.updateServing()
 		case <-sessionTick.C:
-			n.flushTouches()
+			n.keeper.flushTouches()
 			if n.IsLeader() {
 				// Off the monitor: proposing may wait for a free proposal slot.
-				n.goTracked(n.expireSessions)
+				n.goTracked(n.keeper.expireSessions)
 			}
 		case <-reapC:
 			if n.IsLeader() {
-				n.goTracked(n.reap)
+				n.goTracked(n.keeper.reap)
 			}
 		}
 	}
@@ -339,63 +337,7 @@ func (n *Node) waitFuture(f raft.Future, timeout time.Duration) error {
 
 // Touch records that the sessions' clients are alive (a ping or any request). Touches reach the
 // leader in batches every TickTime/2 and are never logged.
-func (n *Node) Touch(ids ...int64) {
-	if n.IsLeader() {
-		now := time.Now()
-		for _, id := range ids {
-			n.sessions.touch(id, now)
-		}
-		return
-	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	for _, id := range ids {
-		n.mu.touches[id] = struct{}{}
-	}
-}
-
-// flushTouches sends the batched touches to the leader.
-func (n *Node) flushTouches() {
-	n.mu.Lock()
-	if len(n.mu.touches) == 0 {
-		n.mu.Unlock()
-		return
-	}
-	ids := make([]int64, 0, len(n.mu.touches))
-	for id := range n.mu.touches {
-		ids = append(ids, id)
-	}
-	clear(n.mu.touches)
-	n.mu.Unlock()
-	if n.IsLeader() {
-		n.Touch(ids...)
-		return
-	}
-	addr, id := n.raft.LeaderWithID()
-	if id == "" {
-		n.Touch(ids...) // keep them for the next round
-		return
-	}
-	n.goTracked(func() {
-		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.TickTime)
-		defer cancel()
-		if err := n.callLeader(ctx, string(addr), rpcTouch, &sessionsMsg{IDs: ids}, &sessionsMsg{}); err != nil {
-			n.log.Debug("session touch failed", "err", err)
-			n.Touch(ids...)
-		}
-	})
-}
-
-func (n *Node) leaderTouch(ids []int64) error {
-	if !n.IsLeader() {
-		return ErrNotLeader
-	}
-	now := time.Now()
-	for _, id := range ids {
-		n.sessions.touch(id, now) // a session the leader does not know has expired: nothing to keep
-	}
-	return nil
-}
+func (n *Node) Touch(ids ...int64) { n.keeper.touch(ids) }
 
 // ValidateSession asks the leader whether session id is alive (known and not being expired), and
 // touches it. A server calls it whenever a client attaches to a session it already has (a
@@ -404,7 +346,7 @@ func (n *Node) leaderTouch(ids []int64) error {
 // leader gave out before, so the session's writes from connections it has left are refused.
 func (n *Node) ValidateSession(ctx context.Context, id int64) (ok bool, attach uint64, err error) {
 	err = n.onLeader(ctx, true, func() (err error) {
-		ok, attach, err = n.leaderValidate(id, n.cfg.ID)
+		ok, attach, err = n.keeper.leaderValidate(id, n.cfg.ID)
 		return err
 	}, func(addr string) error {
 		var m attachMsg
@@ -420,97 +362,4 @@ func (n *Node) ValidateSession(ctx context.Context, id int64) (ok bool, attach u
 		return false, 0, fmt.Errorf("consensus: validate session: %w", err)
 	}
 	return ok, attach, nil
-}
-
-// leaderValidate checks a session that attaches on server and, if it is live, makes server its
-// owner (from then on writes for it through any other server are refused with ErrSessionMoved)
-// and returns the new attachment's token. An empty server (an older peer) validates without
-// moving the session.
-func (n *Node) leaderValidate(id int64, server string) (bool, uint64, error) {
-	if !n.IsLeader() {
-		return false, 0, ErrNotLeader
-	}
-	if !n.sessions.touch(id, time.Now()) {
-		// A follower may apply the entry that created the session before this leader's FSM
-		// does (the commit reaches it with the next AppendEntries while the FSM is still at
-		// work), and answer its client, who may attach at once. Look again once everything
-		// committed is applied here.
-		ctx, cancel := context.WithTimeout(n.ctx, time.Second)
-		err := n.WaitApplied(ctx, n.lastCommandUpTo(n.raft.CommitIndex()))
-		cancel()
-		if err != nil || !n.sessions.touch(id, time.Now()) {
-			return false, 0, nil
-		}
-	}
-	attach, err := n.newAttach()
-	if err != nil {
-		return false, 0, err
-	}
-	if server != "" {
-		n.sessions.claim(id, server)
-	}
-	return true, attach, nil
-}
-
-// newAttach returns a new attachment token: the leader's term in the high 32 bits and a count
-// within the term below. Only one node leads in a term and terms only grow, so tokens grow across
-// leaders and restarts without being stored. A node deposed without knowing it may still hand out
-// tokens of its old term; they are smaller than the new leader's, so at worst the session's writes
-// through that attachment are refused and its client reconnects.
-func (n *Node) newAttach() (uint64, error) {
-	term := n.raft.CurrentTerm()
-	n.attachMu.Lock()
-	defer n.attachMu.Unlock()
-	if term != n.attachTerm {
-		n.attachTerm, n.attachCount = term, 0
-	}
-	if term >= 1<<32 || n.attachCount >= 1<<32-1 {
-		return 0, fmt.Errorf("%w: attachment tokens of term %d used up", ErrNotLeader, term)
-	}
-	n.attachCount++
-	return term<<32 | n.attachCount, nil
-}
-
-// expireSessions proposes the close of every session whose deadline passed (leader only).
-func (n *Node) expireSessions() {
-	ids := n.sessions.expire(time.Now())
-	if len(ids) == 0 {
-		return
-	}
-	n.log.Info("expiring sessions", "count", len(ids))
-	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.HoldTimeout)
-	pd, err := n.props.start(ctx, &command{op: jute.OpCloseSession, body: closeSessionsBody(ids)}, true)
-	cancel()
-	if err != nil {
-		n.sessions.unclose(ids)
-		return
-	}
-	n.goTracked(func() {
-		if _, err := pd.Wait(n.ctx); err != nil {
-			n.log.Warn("session expiry failed", "err", err)
-			n.sessions.unclose(ids)
-			return
-		}
-		n.stats.expired.Add(int64(len(ids)))
-		n.metrics.staleExpired.Add(int64(len(ids)))
-	})
-}
-
-// reap proposes the deletion of expired TTL nodes and empty containers (leader only).
-func (n *Node) reap() {
-	paths := n.View().ReapCandidates(time.Now().UnixMilli(), n.cfg.ContainerNeverUsedInterval, n.cfg.ReapMaxPerInterval)
-	if len(paths) == 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.HoldTimeout)
-	pd, err := n.props.start(ctx, &command{op: jute.OpDeleteContainer, body: reapBody(paths, n.cfg.ContainerNeverUsedInterval)}, true)
-	cancel()
-	if err != nil {
-		return
-	}
-	n.goTracked(func() {
-		if _, err := pd.Wait(n.ctx); err == nil {
-			n.stats.reaped.Add(int64(len(paths)))
-		}
-	})
 }

@@ -65,13 +65,8 @@ type Node struct {
 	// plainRefused logs TLS connections refused by a plaintext peer port, once per remote host.
 	plainRefused peernet.FailLog
 
-	props   *proposals // the writes on their way (propose.go)
-	sidMu   sync.Mutex
-	lastSID int64 // last session id this node issued as leader
-	// attachMu guards the attachment tokens this node hands out as leader (newAttach).
-	attachMu    sync.Mutex
-	attachTerm  uint64
-	attachCount uint64
+	props  *proposals     // the writes on their way (propose.go)
+	keeper *sessionKeeper // session liveness and expiry (keeper.go)
 	// fwd holds the writes peers forwarded here as leader until they are applied; fwdFlush the
 	// connections answered in the batch being applied and fwdLast the last forward answered
 	// (FSM goroutine only). See forwards.go.
@@ -122,7 +117,6 @@ type Node struct {
 		closing bool
 		clients map[string]*rpcClient
 		conns   map[net.Conn]struct{}
-		touches map[int64]struct{}
 	}
 	down        chan struct{} // closed when Shutdown finished
 	shutdownErr error         // written before down is closed
@@ -156,7 +150,7 @@ func New(cfg Config) (*Node, error) {
 	n.props = newProposals(n, cfg.MaxOutstanding)
 	n.mu.clients = make(map[string]*rpcClient)
 	n.mu.conns = make(map[net.Conn]struct{})
-	n.mu.touches = make(map[int64]struct{})
+	n.keeper = newSessionKeeper(n, n.sessions)
 
 	n.announce = announcement{commitNote: newCommitNote()}
 	n.relay = newRelay()

@@ -2,11 +2,9 @@ package consensus
 
 import (
 	"context"
-	crand "crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -495,58 +493,13 @@ func (ps *proposals) leaderApplyPeeked(entry []byte, h entryHeader) (raft.ApplyF
 		return nil, ErrSessionMoved
 	}
 	if h.op == jute.OpCreateSession {
-		if entry, err = n.stampSession(entry, server); err != nil {
+		if entry, err = n.keeper.stampSession(entry, server); err != nil {
 			return nil, err
 		}
 	}
 	stampTime(entry, time.Now().UnixMilli())
 	enqueue := min(n.cfg.HoldTimeout, time.Second)
 	return n.raft.ApplyLog(raft.Log{Data: entry}, enqueue), nil
-}
-
-// stampSession fills in a createSession entry: a new session id, a random password and the token
-// of the session's first attachment. It returns the new entry.
-func (n *Node) stampSession(entry []byte, server string) ([]byte, error) {
-	c, err := unmarshalCommand(entry)
-	if err != nil || len(c.body) != 4 {
-		return nil, fmt.Errorf("%w: createSession proposal body", ErrBadRequest)
-	}
-	timeout := int32(binary.BigEndian.Uint32(c.body))
-	// The password is the session's only secret: whoever knows id and password can take the
-	// session over, so it comes from the operating system's CSPRNG.
-	passwd := make([]byte, 16)
-	crand.Read(passwd)
-	attach, err := n.newAttach()
-	if err != nil {
-		return nil, err
-	}
-	id := n.newSessionID()
-	n.sessions.claim(id, server)
-	c.body = createSessionBody(znode.CreateSession{ID: id, Timeout: timeout, Passwd: passwd, Attach: attach})
-	return c.marshal(), nil
-}
-
-// newSessionID picks a session id the way ZooKeeper lays them out: the top byte names the server
-// (here 1..127 from a hash of the server id, so ids are positive and never 0x8000000000000000),
-// the other 56 bits start from the clock and count up. Ids are unique among the sessions this
-// leader knows and increase while it leads.
-func (n *Node) newSessionID() int64 {
-	h := fnv.New32a()
-	h.Write([]byte(n.cfg.ID))
-	prefix := uint64(h.Sum32()%127 + 1)
-	base := int64(prefix<<56 | (uint64(time.Now().UnixMilli())<<24)>>8)
-	n.sidMu.Lock()
-	defer n.sidMu.Unlock()
-	id := max(base, n.lastSID+1)
-	v := n.View()
-	for {
-		if _, taken := v.Session(id); !taken && id > 0 {
-			break
-		}
-		id++
-	}
-	n.lastSID = id
-	return id
 }
 
 // originServer returns the server id part of a command's origin tag ("<server id>/<incarnation>").

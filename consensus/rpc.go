@@ -549,7 +549,7 @@ func (n *Node) handleRPC(kind byte, payload []byte) (byte, []byte) {
 		if err := decodeMsg(payload, &req); err != nil {
 			return fail(err)
 		}
-		if err := n.leaderTouch(req.IDs); err != nil {
+		if err := n.keeper.leaderTouch(req.IDs); err != nil {
 			return fail(err)
 		}
 		return ok(&sessionsMsg{}) // the caller reads nothing from it
@@ -558,7 +558,7 @@ func (n *Node) handleRPC(kind byte, payload []byte) (byte, []byte) {
 		if err := decodeMsg(payload, &req); err != nil {
 			return fail(err)
 		}
-		live, attach, err := n.leaderValidate(req.Session, req.Server)
+		live, attach, err := n.keeper.leaderValidate(req.Session, req.Server)
 		if err != nil {
 			return fail(err)
 		}
