@@ -246,7 +246,7 @@ func (n *Node) sweepForwards(o *rpcReplies) {
 	o.mu.armed = len(keep) > 0
 	o.mu.Unlock()
 	for _, w := range late {
-		if !n.goTracked(func() { n.forwardOutcome(w, n.waitFuture(w.fut, 0)) }) {
+		if !n.goTracked(func() { n.forwardOutcome(w, waitFuture(w.fut, 0, n.stop)) }) {
 			return
 		}
 	}

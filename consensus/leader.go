@@ -55,7 +55,7 @@ func (n *Node) monitor() {
 func (n *Node) establish(epoch int64) {
 	for n.leaderEpoch.Load() == epoch && n.raft.State() == raft.Leader {
 		term := n.raft.CurrentTerm()
-		err := n.waitFuture(n.raft.Barrier(n.cfg.HoldTimeout), 0)
+		err := waitFuture(n.raft.Barrier(n.cfg.HoldTimeout), 0, n.stop)
 		if err == nil && n.raft.CurrentTerm() != term {
 			err = errors.New("consensus: term changed during the barrier")
 		}
@@ -294,7 +294,7 @@ func (n *Node) lastCommandUpTo(commit uint64) int64 {
 
 // verifyLeader confirms leadership with a heartbeat round, bounded in time.
 func (n *Node) verifyLeader() error {
-	err := n.waitFuture(n.raft.VerifyLeader(), max(4*n.cfg.HeartbeatTimeout, time.Second))
+	err := waitFuture(n.raft.VerifyLeader(), max(4*n.cfg.HeartbeatTimeout, time.Second), n.stop)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrNotLeader, err)
 	}
@@ -305,13 +305,13 @@ func (n *Node) verifyLeader() error {
 var errFutureTimeout = errors.New("consensus: raft did not answer in time")
 
 // waitFuture waits for a hashicorp/raft future until it resolves, the timeout passes (zero: no
-// limit) or the node shuts down. hashicorp/raft v1.7.3 leaves some futures unanswered when it
+// limit) or stop closes (the node shuts down). hashicorp/raft v1.7.3 leaves some futures unanswered when it
 // shuts down (apply futures still in the buffered apply channel or handed to the FSM goroutine,
 // and verify futures), so no goroutine of the node may wait on one without also watching for
 // shutdown. The helper goroutine that calls Error is the one goroutine this package does not
 // own: it ends when raft answers, or stays parked on a dead future after Shutdown, holding
 // nothing.
-func (n *Node) waitFuture(f raft.Future, timeout time.Duration) error {
+func waitFuture(f raft.Future, timeout time.Duration, stop <-chan struct{}) error {
 	done := make(chan error, 1)
 	go func() { done <- f.Error() }()
 	var tc <-chan time.Time
@@ -325,7 +325,7 @@ func (n *Node) waitFuture(f raft.Future, timeout time.Duration) error {
 		return err
 	case <-tc:
 		return errFutureTimeout
-	case <-n.stop:
+	case <-stop:
 		select {
 		case err := <-done:
 			return err

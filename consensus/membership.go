@@ -31,7 +31,7 @@ func (n *Node) TransferLeadership(ctx context.Context) error {
 // Members returns the current Raft configuration.
 func (n *Node) Members() ([]Peer, error) {
 	f := n.raft.GetConfiguration()
-	if err := n.waitFuture(f, 0); err != nil {
+	if err := waitFuture(f, 0, n.stop); err != nil {
 		return nil, fmt.Errorf("consensus: configuration: %w", err)
 	}
 	var out []Peer
@@ -69,7 +69,7 @@ func (n *Node) leaderAddVoter(ctx context.Context, id, addr string) error {
 	if n.raft.State() != raft.Leader {
 		return ErrNotLeader
 	}
-	err := n.waitFuture(n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, raftTimeout(ctx, n.cfg.HoldTimeout)), 0)
+	err := waitFuture(n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, raftTimeout(ctx, n.cfg.HoldTimeout)), 0, n.stop)
 	if err != nil {
 		return fmt.Errorf("consensus: add voter %s: %w", id, wrapLeaderErr(err))
 	}
@@ -80,7 +80,7 @@ func (n *Node) leaderRemoveServer(ctx context.Context, id string) error {
 	if n.raft.State() != raft.Leader {
 		return ErrNotLeader
 	}
-	err := n.waitFuture(n.raft.RemoveServer(raft.ServerID(id), 0, raftTimeout(ctx, n.cfg.HoldTimeout)), 0)
+	err := waitFuture(n.raft.RemoveServer(raft.ServerID(id), 0, raftTimeout(ctx, n.cfg.HoldTimeout)), 0, n.stop)
 	if err != nil {
 		return fmt.Errorf("consensus: remove server %s: %w", id, wrapLeaderErr(err))
 	}
@@ -91,7 +91,7 @@ func (n *Node) leaderTransfer() error {
 	if n.raft.State() != raft.Leader {
 		return ErrNotLeader
 	}
-	if err := n.waitFuture(n.raft.LeadershipTransfer(), 0); err != nil {
+	if err := waitFuture(n.raft.LeadershipTransfer(), 0, n.stop); err != nil {
 		return fmt.Errorf("consensus: leadership transfer: %w", wrapLeaderErr(err))
 	}
 	return nil
@@ -207,7 +207,7 @@ func (n *Node) runSnapshotter() {
 // Snapshot takes a snapshot now (normally Raft takes one every SnapshotThreshold entries) and
 // compacts the log behind it.
 func (n *Node) Snapshot() error {
-	if err := n.waitFuture(n.raft.Snapshot(), 0); err != nil {
+	if err := waitFuture(n.raft.Snapshot(), 0, n.stop); err != nil {
 		return fmt.Errorf("consensus: snapshot: %w", err)
 	}
 	return nil

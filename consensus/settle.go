@@ -70,7 +70,7 @@ func (ps *proposals) watchFuture(p *Pending) {
 		return
 	}
 	n.goTracked(func() {
-		err := n.waitFuture(fut, 0)
+		err := waitFuture(fut, 0, n.stop)
 		select {
 		case <-p.done:
 			return
