@@ -114,7 +114,7 @@ func (k *sessionKeeper) leaderValidate(id int64, server string) (bool, uint64, e
 		// work), and answer its client, who may attach at once. Look again once everything
 		// committed is applied here.
 		ctx, cancel := context.WithTimeout(n.ctx, time.Second)
-		err := n.WaitApplied(ctx, n.lastCommandUpTo(n.raft.CommitIndex()))
+		err := n.WaitApplied(ctx, n.lead.lastCommandUpTo(n.raft.CommitIndex()))
 		cancel()
 		if err != nil || !k.tracker.touch(id, time.Now()) {
 			return false, 0, nil

@@ -78,20 +78,7 @@ type Node struct {
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 
-	readyTerm   atomic.Uint64 // term in which this leader's FSM caught up and sessions were reset; 0: not ready
-	leaderEpoch atomic.Int64  // bumped on every leadership change notification
-	serving     atomic.Bool
-	catchingUp  atomic.Bool
-	// member is whether the latest configuration this node knows lists it (checkMembership):
-	// memberUnknown until first checked, then memberIn or memberOut.
-	member atomic.Int32
-	// removed is set when a peer that follows a leader, and whose log reaches further than
-	// this node's, has a configuration without this node (askMembership); cleared when this node
-	// hears from a leader again.
-	removed atomic.Bool
-	// askedAt is when askMembership last ran (unix nanoseconds); asking is one goroutine at a time.
-	askedAt atomic.Int64
-	asking  atomic.Bool
+	lead *leadership // leader, serving and member (leadership.go)
 
 	stats struct {
 		proposed     atomic.Int64
@@ -151,6 +138,7 @@ func New(cfg Config) (*Node, error) {
 	n.mu.clients = make(map[string]*rpcClient)
 	n.mu.conns = make(map[net.Conn]struct{})
 	n.keeper = newSessionKeeper(n, n.sessions)
+	n.lead = &leadership{n: n}
 
 	n.announce = announcement{commitNote: newCommitNote()}
 	n.relay = newRelay()
@@ -434,7 +422,7 @@ func (n *Node) WaitApplied(ctx context.Context, zxid int64) error {
 // IsLeader reports whether this node is the leader and has finished taking over (its FSM caught
 // up and session deadlines were reset).
 func (n *Node) IsLeader() bool {
-	term := n.readyTerm.Load()
+	term := n.lead.readyTerm.Load()
 	return term != 0 && n.raft.State() == raft.Leader && n.raft.CurrentTerm() == term
 }
 

@@ -539,7 +539,7 @@ func (n *Node) handleRPC(kind byte, payload []byte) (byte, []byte) {
 	ok := func(m msg) (byte, []byte) { return statusOK, encodeMsg(m) }
 	switch kind {
 	case rpcReadIndex:
-		idx, err := n.leaderReadIndex()
+		idx, err := n.lead.leaderReadIndex()
 		if err != nil {
 			return fail(err)
 		}
