@@ -44,14 +44,22 @@ type forwarded struct {
 // claim reports whether the caller is the one to answer w.
 func (w *forwarded) claim() bool { return w.answered.CompareAndSwap(false, true) }
 
-// forwards finds the forwarded writes waiting for their entries to be applied here.
+// forwards holds the writes peers forwarded to this node as leader until they are answered, and
+// answers them: from the FSM as their entries are applied (forwardApplied, flushForwards), or
+// from their raft futures (sweepForwards, forwardOutcome).
 type forwards struct {
+	n     *Node
 	count atomic.Int64 // len(m), so that the FSM of a node nobody forwards to never locks
 	mu    sync.Mutex
 	m     map[forwardKey]*forwarded
+
+	// FSM goroutine only: the connections answered in the batch being applied, and the last
+	// forward answered.
+	flushing []*rpcReplies
+	last     forwardAnswer
 }
 
-func newForwards() *forwards { return &forwards{m: make(map[forwardKey]*forwarded)} }
+func newForwards(n *Node) *forwards { return &forwards{n: n, m: make(map[forwardKey]*forwarded)} }
 
 // add registers w; a write registered earlier under the same key (a resubmission) is left to
 // its future.
@@ -181,18 +189,19 @@ func (o *rpcReplies) close() {
 // run writes the queued answers until the connection is closed or fails, or the node stops, and
 // watches the forwarded writes that came on it (see the top of this file). On its way out it
 // forgets the writes still unanswered: nobody is left to answer.
-func (n *Node) runReplies(o *rpcReplies) {
+func (f *forwards) runReplies(o *rpcReplies) {
+	n := f.n
 	sweep := time.NewTimer(settleFastWait)
 	sweep.Stop()
 	ticking := false
 	defer sweep.Stop()
-	defer n.abandonForwards(o)
+	defer f.abandonForwards(o)
 	for {
 		select {
 		case <-o.wake:
 		case <-sweep.C:
 			ticking = false
-			n.sweepForwards(o)
+			f.sweepForwards(o)
 		case <-n.stop:
 			o.conn.Close()
 			return
@@ -226,7 +235,8 @@ const maxSpareReplies = 1 << 20
 
 // sweepForwards drops the answered writes from o's list and reads the future of every one
 // proposed more than settleFastWait ago and not watched yet.
-func (n *Node) sweepForwards(o *rpcReplies) {
+func (f *forwards) sweepForwards(o *rpcReplies) {
+	n := f.n
 	now := time.Now()
 	o.mu.Lock()
 	keep := o.mu.waiting[:0]
@@ -246,14 +256,14 @@ func (n *Node) sweepForwards(o *rpcReplies) {
 	o.mu.armed = len(keep) > 0
 	o.mu.Unlock()
 	for _, w := range late {
-		if !n.goTracked(func() { n.forwardOutcome(w, waitFuture(w.fut, 0, n.stop)) }) {
+		if !n.goTracked(func() { f.forwardOutcome(w, waitFuture(w.fut, 0, n.stop)) }) {
 			return
 		}
 	}
 }
 
 // abandonForwards forgets the writes that came on o and are still unanswered.
-func (n *Node) abandonForwards(o *rpcReplies) {
+func (f *forwards) abandonForwards(o *rpcReplies) {
 	o.mu.Lock()
 	o.mu.closed = true
 	waiting := o.mu.waiting
@@ -261,17 +271,18 @@ func (n *Node) abandonForwards(o *rpcReplies) {
 	o.mu.Unlock()
 	for _, w := range waiting {
 		if w.claim() {
-			n.fwd.drop(w)
+			f.drop(w)
 		}
 	}
 }
 
 // forwardOutcome answers w from its raft future, unless it was answered already.
-func (n *Node) forwardOutcome(w *forwarded, err error) {
+func (f *forwards) forwardOutcome(w *forwarded, err error) {
+	n := f.n
 	if !w.claim() {
 		return
 	}
-	n.fwd.drop(w)
+	f.drop(w)
 	status, out := classifyApply(err)
 	if status == statusOK {
 		out = encodeMsg(&commitMsg{Index: w.fut.Index(), Term: n.raft.CurrentTerm()})
@@ -282,20 +293,20 @@ func (n *Node) forwardOutcome(w *forwarded, err error) {
 // forwardApplied is called by the FSM for every applied entry another node proposed: if that
 // node forwarded it here, its answer (the entry's index and term, which let the follower relay
 // the commit to its own Raft: relay.go) is queued, and sent when the batch is done
-// (flushForwards). It runs on the FSM goroutine, which alone touches n.fwdFlush.
-func (n *Node) forwardApplied(origin string, seq, index, term uint64) {
-	w := n.fwd.take(forwardKey{origin, seq})
+// (flushForwards). It runs on the FSM goroutine, which alone touches f.flushing.
+func (f *forwards) forwardApplied(origin string, seq, index, term uint64) {
+	w := f.take(forwardKey{origin, seq})
 	if w == nil || !w.claim() {
 		return
 	}
 	w.out.queue(w.id, statusOK, encodeMsg(&commitMsg{Index: index, Term: term}))
-	n.fwdLast = forwardAnswer{server: originServer(origin), index: index}
-	for _, o := range n.fwdFlush {
+	f.last = forwardAnswer{server: originServer(origin), index: index}
+	for _, o := range f.flushing {
 		if o == w.out {
 			return
 		}
 	}
-	n.fwdFlush = append(n.fwdFlush, w.out)
+	f.flushing = append(f.flushing, w.out)
 }
 
 // forwardAnswer names the server whose forwarded write was the last one answered as applied,
@@ -306,10 +317,10 @@ type forwardAnswer struct {
 }
 
 // flushForwards sends the answers queued in this batch (rpcReplies.flush).
-func (n *Node) flushForwards() {
-	for i, o := range n.fwdFlush {
+func (f *forwards) flushForwards() {
+	for i, o := range f.flushing {
 		o.flush()
-		n.fwdFlush[i] = nil
+		f.flushing[i] = nil
 	}
-	n.fwdFlush = n.fwdFlush[:0]
+	f.flushing = f.flushing[:0]
 }

@@ -54,12 +54,12 @@ func newForwardRig(t *testing.T) *forwardRig {
 	t.Helper()
 	local, peer := net.Pipe()
 	r := &forwardRig{
-		n:      &Node{log: testLogger(t), stop: make(chan struct{}), fwd: newForwards()},
+		n:      forwardNode(t),
 		conn:   &countingConn{Conn: local},
 		frames: make(chan frame, 100),
 	}
 	r.out = newRPCReplies(r.conn)
-	if !r.n.goTracked(func() { r.n.runReplies(r.out) }) {
+	if !r.n.goTracked(func() { r.n.fwd.runReplies(r.out) }) {
 		t.Fatal("goTracked refused")
 	}
 	done := make(chan struct{})
@@ -82,6 +82,13 @@ func newForwardRig(t *testing.T) *forwardRig {
 		<-done
 	})
 	return r
+}
+
+// forwardNode is a node with only what answering forwarded writes needs: no Raft.
+func forwardNode(t *testing.T) *Node {
+	n := &Node{log: testLogger(t), stop: make(chan struct{})}
+	n.fwd = newForwards(n)
+	return n
 }
 
 // forward registers a forwarded write as submitForwarded does once it is proposed.
@@ -113,9 +120,9 @@ func testForwardAnswersPerBatch(t *testing.T) {
 	synctest.Wait()
 	before := r.conn.writes.Load()
 	// One batch, as the FSM applies it: a local entry, the five forwarded ones, one unknown.
-	r.n.forwardApplied("other", 9, 40, 3)
+	r.n.fwd.forwardApplied("other", 9, 40, 3)
 	for i := uint64(1); i <= 5; i++ {
-		r.n.forwardApplied("f1", i, 40+i, 3)
+		r.n.fwd.forwardApplied("f1", i, 40+i, 3)
 	}
 	// Nothing has woken the writer yet: the five answers wait for the end of the batch.
 	r.out.mu.Lock()
@@ -127,7 +134,7 @@ func testForwardAnswersPerBatch(t *testing.T) {
 	if want := 5 * (13 + len(encodeMsg(&commitMsg{Index: 41, Term: 3}))); queued != want {
 		t.Fatalf("%d bytes queued before the batch ended, want %d", queued, want)
 	}
-	r.n.flushForwards()
+	r.n.fwd.flushForwards()
 	for i := uint64(1); i <= 5; i++ {
 		f := <-r.frames
 		var m commitMsg
@@ -139,9 +146,9 @@ func testForwardAnswersPerBatch(t *testing.T) {
 		t.Fatalf("five answers of one batch took %d writes", got)
 	}
 	// Applying an entry twice (it cannot be, but a resubmission shares the key) answers once.
-	r.n.forwardApplied("f1", 3, 43, 3)
-	r.n.forwardApplied("f2", 1, 50, 3)
-	r.n.flushForwards()
+	r.n.fwd.forwardApplied("f1", 3, 43, 3)
+	r.n.fwd.forwardApplied("f2", 1, 50, 3)
+	r.n.fwd.flushForwards()
 	if f := <-r.frames; f.id != 200 {
 		t.Fatalf("next answer is for call %d, want 200", f.id)
 	}
@@ -169,8 +176,8 @@ func TestForwardFailureFromFuture(t *testing.T) {
 			r.forward("f1", 2, 8, ok)
 			close(fut.release)
 			// The second is applied: answered by the apply side, whatever its future says later.
-			r.n.forwardApplied("f1", 2, 12, 4)
-			r.n.flushForwards()
+			r.n.fwd.forwardApplied("f1", 2, 12, 4)
+			r.n.fwd.flushForwards()
 			got := map[uint64]byte{}
 			for range 2 {
 				f := <-r.frames
@@ -180,8 +187,8 @@ func TestForwardFailureFromFuture(t *testing.T) {
 				t.Fatalf("answers %v, want call 7 %d and call 8 %d", got, tc.status, statusOK)
 			}
 			// Applied after all (a leadership change can still commit it): no second answer.
-			r.n.forwardApplied("f1", 1, 11, 4)
-			r.n.flushForwards()
+			r.n.fwd.forwardApplied("f1", 1, 11, 4)
+			r.n.fwd.flushForwards()
 			close(ok.release)
 			r.out.reply(99, statusOK, nil)
 			if f := <-r.frames; f.id != 99 {
@@ -206,8 +213,8 @@ func TestForwardAbandoned(t *testing.T) {
 	if !w.answered.Load() || r.n.fwd.count.Load() != 0 {
 		t.Fatalf("answered %v, %d still registered", w.answered.Load(), r.n.fwd.count.Load())
 	}
-	r.n.forwardApplied("f1", 1, 9, 2)
-	r.n.flushForwards()
+	r.n.fwd.forwardApplied("f1", 1, 9, 2)
+	r.n.fwd.flushForwards()
 	if len(r.frames) != 0 {
 		t.Fatalf("%d answers after the connection ended", len(r.frames))
 	}
@@ -218,7 +225,7 @@ func TestForwardAbandoned(t *testing.T) {
 func socketRig(t *testing.T) (*Node, *rpcReplies, net.Conn) {
 	t.Helper()
 	local, peer := zktest.TCPPair(t)
-	n := &Node{log: testLogger(t), stop: make(chan struct{}), fwd: newForwards()}
+	n := forwardNode(t)
 	return n, newRPCReplies(local), peer
 }
 
@@ -241,7 +248,7 @@ func TestForwardFlushFullSocket(t *testing.T) {
 	if len(out.wake) == 0 {
 		t.Fatal("the flush left frames without waking the writer")
 	}
-	if !n.goTracked(func() { n.runReplies(out) }) {
+	if !n.goTracked(func() { n.fwd.runReplies(out) }) {
 		t.Fatal("goTracked refused")
 	}
 	defer func() { close(n.stop); n.wg.Wait() }()

@@ -67,16 +67,11 @@ type Node struct {
 
 	props  *proposals     // the writes on their way (propose.go)
 	keeper *sessionKeeper // session liveness and expiry (keeper.go)
-	// fwd holds the writes peers forwarded here as leader until they are applied; fwdFlush the
-	// connections answered in the batch being applied and fwdLast the last forward answered
-	// (FSM goroutine only). See forwards.go.
-	fwd      *forwards
-	fwdFlush []*rpcReplies
-	fwdLast  forwardAnswer
-	stop     chan struct{}
-	ctx      context.Context // cancelled when shutdown begins; for the node's own calls
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
+	fwd    *forwards      // the writes peers forwarded here as leader (forwards.go)
+	stop   chan struct{}
+	ctx    context.Context // cancelled when shutdown begins; for the node's own calls
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 
 	lead *leadership // leader, serving and member (leadership.go)
 
@@ -148,7 +143,7 @@ func New(cfg Config) (*Node, error) {
 	n.disk.n = n
 	n.fsm = newFSM(n.log, n.origin)
 	n.fsm.metrics = n.metrics
-	n.fwd = newForwards()
+	n.fwd = newForwards(n)
 	n.snap = make(chan struct{}, 1)
 	n.fsm.obs = nodeObserver{n}
 	n.fsm.sessions = n.sessions

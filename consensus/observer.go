@@ -18,20 +18,20 @@ func (o nodeObserver) delivered(seq uint64, c *command, r *znode.Result) {
 }
 
 func (o nodeObserver) forwardApplied(origin string, seq, index, term uint64) {
-	o.n.forwardApplied(origin, seq, index, term)
+	o.n.fwd.forwardApplied(origin, seq, index, term)
 }
 
 // batchApplied sends the batch's answers to forwarded writes and, on a leader, offers the batch's
 // commit to the announcer, except to the follower whose answer already carries it.
 func (o nodeObserver) batchApplied(index, term uint64) {
 	n := o.n
-	n.flushForwards()
+	n.fwd.flushForwards()
 	if !n.raftLeads() {
 		return // only a leader announces (runAnnouncer checks again): no wake-up for nothing
 	}
 	told := ""
-	if n.fwdLast.index == index {
-		told = n.fwdLast.server // its answer carries this very commit
+	if n.fwd.last.index == index {
+		told = n.fwd.last.server // its answer carries this very commit
 	}
 	n.announce.offerExcept(index, term, told)
 }

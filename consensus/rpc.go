@@ -459,7 +459,7 @@ func (n *Node) serveRPC(conn net.Conn) {
 	defer conn.Close()
 	out := newRPCReplies(conn)
 	defer out.close()
-	if !n.goTracked(func() { n.runReplies(out) }) {
+	if !n.goTracked(func() { n.fwd.runReplies(out) }) {
 		return
 	}
 	br := bufio.NewReader(conn)
