@@ -135,8 +135,8 @@ func New(cfg Config) (*Node, error) {
 	n.keeper = newSessionKeeper(n, n.sessions)
 	n.lead = &leadership{n: n}
 
-	n.announce = announcement{commitNote: newCommitNote()}
-	n.relay = newRelay()
+	n.announce = announcement{n: n, commitNote: newCommitNote()}
+	n.relay = newRelay(n)
 	n.metrics = newMetrics()
 	n.metrics.electionStart.Store(time.Now().UnixNano())
 	n.metrics.unavailSince.Store(time.Now().UnixNano())
@@ -166,8 +166,8 @@ func New(cfg Config) (*Node, error) {
 	n.wg.Go(n.observe)
 	n.wg.Go(n.acceptLoop)
 	n.wg.Go(n.monitor)
-	n.wg.Go(n.runAnnouncer)
-	n.wg.Go(n.runRelay)
+	n.wg.Go(n.announce.run)
+	n.wg.Go(n.relay.run)
 	n.wg.Go(n.runSnapshotter)
 	n.wg.Go(n.props.runWatcher)
 	if cfg.Dir != "" {

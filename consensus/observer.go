@@ -27,7 +27,7 @@ func (o nodeObserver) batchApplied(index, term uint64) {
 	n := o.n
 	n.fwd.flushForwards()
 	if !n.raftLeads() {
-		return // only a leader announces (runAnnouncer checks again): no wake-up for nothing
+		return // only a leader announces (announcement.run checks again): no wake-up for nothing
 	}
 	told := ""
 	if n.fwd.last.index == index {

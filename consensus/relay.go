@@ -59,6 +59,7 @@ func (c *commitNote) offer(index, term uint64) {
 // forwarded write was that batch's last entry: the answer to the forward carried the same
 // commit, so announcing it to that server too would only cost it a read and its Raft a message.
 type announcement struct {
+	n *Node
 	commitNote
 	told string // guarded by mu
 }
@@ -83,11 +84,12 @@ func (a *announcement) loadExcept() (index, term uint64, told string) {
 // relay notes the highest commit reported by the leader and not yet relayed or applied, and how
 // far the local log reaches.
 type relay struct {
+	n *Node
 	commitNote
 	stored uint64 // the last index the local log store holds; guarded by mu
 }
 
-func newRelay() *relay { return &relay{commitNote: newCommitNote()} }
+func newRelay(n *Node) *relay { return &relay{n: n, commitNote: newCommitNote()} }
 
 // storedThrough records that the local log now ends at index.
 func (r *relay) storedThrough(index uint64) {
@@ -117,16 +119,17 @@ func (r *relay) next(applied uint64) (index, term uint64, waited bool) {
 	return index, term, false
 }
 
-// runRelay passes the forwarded commits on to the local Raft until the node stops; it is the
+// run passes the forwarded commits on to the local Raft until the node stops; it is the
 // relay's only goroutine, so at most one relayed message is in flight.
-func (n *Node) runRelay() {
+func (r *relay) run() {
+	n := r.n
 	for {
 		select {
-		case <-n.relay.wake:
+		case <-r.wake:
 		case <-n.stop:
 			return
 		}
-		index, term, waiting := n.relay.next(n.raft.AppliedIndex())
+		index, term, waiting := r.next(n.raft.AppliedIndex())
 		if waiting {
 			n.stats.relayWaited.Add(1)
 		}
@@ -196,10 +199,11 @@ func (n *Node) raftLeads() bool {
 	return r != nil && r.State() == raft.Leader
 }
 
-// runAnnouncer sends the leader's commits to the other servers until the node stops; it is the
+// run sends the leader's commits to the other servers until the node stops; it is the
 // announcement's only goroutine besides one sender per peer while that peer has something to be
 // sent, so a peer that is slow to dial delays only its own announcements.
-func (n *Node) runAnnouncer() {
+func (a *announcement) run() {
+	n := a.n
 	var (
 		sent    uint64
 		peers   []raft.Server
@@ -208,16 +212,16 @@ func (n *Node) runAnnouncer() {
 	)
 	for {
 		select {
-		case <-n.announce.wake:
+		case <-a.wake:
 		case <-n.stop:
 			return
 		}
-		index, term, told := n.announce.loadExcept()
+		index, term, told := a.loadExcept()
 		if index <= sent || n.raft.State() != raft.Leader || n.raft.LastIndex() > index {
 			continue // announced, not ours to do, or a later entry's AppendEntries will carry it
 		}
 		if peers == nil || time.Since(peersAt) > time.Second {
-			peers, peersAt = n.peers(), time.Now()
+			peers, peersAt = a.peers(), time.Now()
 		}
 		sent = index
 		n.stats.announced.Add(1)
@@ -231,7 +235,7 @@ func (n *Node) runAnnouncer() {
 				p = &peerAnnouncement{addr: addr}
 				states[addr] = p
 			}
-			if p.offer(index, term) && !n.goTracked(func() { n.announceTo(p) }) {
+			if p.offer(index, term) && !n.goTracked(func() { a.announceTo(p) }) {
 				return
 			}
 		}
@@ -259,7 +263,8 @@ func (p *peerAnnouncement) offer(index, term uint64) bool {
 
 // announceTo sends p its latest commit until nothing newer is left, so a commit offered while
 // an earlier one was being sent is not lost.
-func (n *Node) announceTo(p *peerAnnouncement) {
+func (a *announcement) announceTo(p *peerAnnouncement) {
+	n := a.n
 	for {
 		p.mu.Lock()
 		if p.index <= p.sent {
@@ -278,7 +283,8 @@ func (n *Node) announceTo(p *peerAnnouncement) {
 }
 
 // peers returns the other servers in the latest configuration.
-func (n *Node) peers() []raft.Server {
+func (a *announcement) peers() []raft.Server {
+	n := a.n
 	f := n.raft.GetConfiguration()
 	if f.Error() != nil {
 		return nil

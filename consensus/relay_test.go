@@ -11,7 +11,7 @@ import (
 // local log holds its entry, a newer commit replaces an older one, and a commit already applied
 // is dropped.
 func TestRelayWaitsForTheEntry(t *testing.T) {
-	r := newRelay()
+	r := newRelay(nil)
 	r.storedThrough(5)
 	r.offer(7, 2)
 	if idx, _, waited := r.next(4); idx != 0 || !waited {
