@@ -144,7 +144,7 @@ type Stats struct {
 func (n *Node) Stats() Stats {
 	addr, id := n.raft.LeaderWithID()
 	last := n.raft.LastIndex()
-	logBytes, snapBytes := n.diskUsage()
+	logBytes, snapBytes := diskUsage(n.cfg.Dir)
 	m := n.metrics
 	var since time.Time
 	if ns := m.leaderSince.Load(); ns != 0 {
@@ -178,7 +178,7 @@ func (n *Node) Stats() Stats {
 
 		LeaderChanges:    m.leaderChanges.Load(),
 		LeaderSince:      since,
-		Followers:        n.followerStats(last),
+		Followers:        n.metrics.followerStats(n.raft, n.cfg.ID, n.cfg.ElectionTimeout, last),
 		ProposalSizeLast: m.propLast.Load(),
 		ProposalSizeMin:  m.propMin.Load(),
 		ProposalSizeMax:  m.propMax.Load(),

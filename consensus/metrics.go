@@ -106,8 +106,6 @@ type timedLogs struct {
 	m *metrics
 }
 
-func (n *Node) timeLogs(l raft.LogStore) raft.LogStore { return timedLogs{LogStore: l, m: n.metrics} }
-
 func (l timedLogs) StoreLog(log *raft.Log) error { return l.StoreLogs([]*raft.Log{log}) }
 
 func (l timedLogs) StoreLogs(logs []*raft.Log) error {
@@ -146,9 +144,9 @@ func (l timedLogs) IsMonotonic() bool {
 	return false
 }
 
-// observe follows Raft's state and leader changes until the node stops: elections (count and
+// observe follows r's state and leader changes until stop closes: elections (count and
 // duration), leader changes and this node's leadership. It is one of the node's goroutines.
-func (n *Node) observe() {
+func (m *metrics) observe(r *raft.Raft, stop <-chan struct{}) {
 	ch := make(chan raft.Observation, 16)
 	obs := raft.NewObserver(ch, false, func(o *raft.Observation) bool {
 		switch o.Data.(type) {
@@ -157,19 +155,18 @@ func (n *Node) observe() {
 		}
 		return false
 	})
-	n.raft.RegisterObserver(obs)
-	defer n.raft.DeregisterObserver(obs)
-	m := n.metrics
+	r.RegisterObserver(obs)
+	defer r.DeregisterObserver(obs)
 	// A leader elected before the observer was registered is still counted.
-	if _, id := n.raft.LeaderWithID(); id != "" {
+	if _, id := r.LeaderWithID(); id != "" {
 		m.leaderKnown(time.Now())
 	}
-	if n.raft.State() == raft.Leader {
+	if r.State() == raft.Leader {
 		m.becameLeader(true, time.Now())
 	}
 	for {
 		select {
-		case <-n.stop:
+		case <-stop:
 			return
 		case o := <-ch:
 			now := time.Now()
@@ -301,22 +298,24 @@ type FollowerStats struct {
 	Synced, Syncing bool
 }
 
-// followerStats returns the leader's view of every other voter, ordered by id; nil on a follower.
-func (n *Node) followerStats(last uint64) []FollowerStats {
-	if !n.metrics.leader.Load() {
+// followerStats returns the leader's view of every voter of r's configuration but self, ordered by
+// id, as of last (the leader's last index); nil on a follower. A follower counts as synced if it
+// answered within electionTimeout.
+func (m *metrics) followerStats(r *raft.Raft, self string, electionTimeout time.Duration, last uint64) []FollowerStats {
+	if !m.leader.Load() {
 		return nil
 	}
-	f := n.raft.GetConfiguration()
+	f := r.GetConfiguration()
 	if f.Error() != nil {
 		return nil
 	}
-	t := &n.metrics.followers
+	t := &m.followers
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := time.Now()
 	var out []FollowerStats
 	for _, s := range f.Configuration().Servers {
-		if s.ID == raft.ServerID(n.cfg.ID) || s.Suffrage != raft.Voter {
+		if s.ID == raft.ServerID(self) || s.Suffrage != raft.Voter {
 			continue
 		}
 		fs := FollowerStats{ID: string(s.ID), LastContact: -1}
@@ -330,17 +329,17 @@ func (n *Node) followerStats(last uint64) []FollowerStats {
 		if last > fs.Match {
 			fs.Lag = last - fs.Match
 		}
-		fs.Synced = !fs.Syncing && fs.LastContact >= 0 && fs.LastContact <= n.cfg.ElectionTimeout
+		fs.Synced = !fs.Syncing && fs.LastContact >= 0 && fs.LastContact <= electionTimeout
 		out = append(out, fs)
 	}
 	return out
 }
 
-// diskUsage returns the bytes of the Raft log and of the snapshots (storage.DiskUsage); zero
-// for in-memory stores.
-func (n *Node) diskUsage() (logBytes, snapshotBytes int64) {
-	if n.cfg.Dir == "" {
+// diskUsage returns the bytes of the Raft log and of the snapshots under data directory dir
+// (storage.DiskUsage); zero for in-memory stores (no dir).
+func diskUsage(dir string) (logBytes, snapshotBytes int64) {
+	if dir == "" {
 		return 0, 0
 	}
-	return storage.DiskUsage(filepath.Join(n.cfg.Dir, "raft"))
+	return storage.DiskUsage(filepath.Join(dir, "raft"))
 }

@@ -163,7 +163,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.metrics.dbInit.ObserveDuration(time.Since(opening))
-	n.wg.Go(n.observe)
+	n.wg.Go(func() { n.metrics.observe(n.raft, n.stop) })
 	n.wg.Go(n.acceptLoop)
 	n.wg.Go(n.monitor)
 	n.wg.Go(n.announce.run)
@@ -276,7 +276,7 @@ func (n *Node) open() error {
 	}
 	rt := &retryTransport{NetworkTransport: n.trans, stop: n.stop, log: n.log, metrics: n.metrics}
 	n.rtrans = rt
-	r, err := raft.NewRaft(rc, n.fsm, n.timeLogs(logs), stable, snaps, rt)
+	r, err := raft.NewRaft(rc, n.fsm, timedLogs{LogStore: logs, m: n.metrics}, stable, snaps, rt)
 	if err != nil {
 		return fmt.Errorf("consensus: start raft: %w", err)
 	}
