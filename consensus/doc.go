@@ -43,11 +43,17 @@
 // replicas diverge; snapshots are taken every SnapshotThreshold operations or SnapshotBytes of
 // entries, from an O(1) view, while applies go on.
 //
+// Shape: Node is the public face and owns the lifecycle; each concern is a component with a
+// back-pointer to it: proposals (propose.go: the writes on their way), leadership (the serving
+// signal, membership check, read index), sessionKeeper (keeper.go: touches, attachment tokens,
+// expiry and reaping), forwards (peers' writes to a leader), relay and announcement (commits
+// passed on), diskGuard and metrics.
+//
 // Concurrency: Node's methods are safe for concurrent use. The FSM runs on Raft's one FSM
 // goroutine and tells the node what it did through one fsmObserver (observer.go); the tree is
-// read through atomic views. Node.mu guards the RPC clients, peer connections and touch batch, proposals.mu the proposal table; and
-// is never held while calling Raft or the network; lock order rpcClient.mu then Node.mu;
-// sessionTracker.mu and applyWait.mu are leaves. Every goroutine is started by New or
-// Node.goTracked and waited for by Shutdown, except waitFuture's helper, which may stay parked
+// read through atomic views. Node.mu guards the RPC clients and peer connections, proposals.mu
+// the proposal table; neither is held while calling Raft or the network; lock order rpcClient.mu
+// then Node.mu; sessionTracker.mu and applyWait.mu are leaves. Every goroutine is started by New
+// or Node.goTracked and waited for by Shutdown, except waitFuture's helper, which may stay parked
 // on a future raft v1.7.3 never answers after shutdown (it holds nothing).
 package consensus
