@@ -21,6 +21,10 @@ func TestMutexExclusionUnderConnectionChaos(t *testing.T) {
 	ctx := testCtx(t, 90*time.Second)
 	fs := make([]*faults, sessions)
 	var chk exclusionChecker
+	lg := newLedger(t, newTestSession(t, nil), p+"-ledger")
+	// Each entry into the critical section sets off the next fault, so the faults fall while
+	// the contenders work, however fast or slow the machine.
+	progress := make(chan struct{}, 1)
 	var wg sync.WaitGroup
 	for i := range sessions {
 		fs[i] = &faults{}
@@ -35,8 +39,19 @@ func TestMutexExclusionUnderConnectionChaos(t *testing.T) {
 						return
 					}
 					chk.enter(l.Token())
-					time.Sleep(2 * time.Millisecond) // hold the critical section a while, so an overlap would show
+					select {
+					case progress <- struct{}{}:
+					default:
+					}
+					// The critical section's work: a check-and-set on the server, across two
+					// round trips that the chaos may break, so an overlap would show.
+					err = lg.advance(ctx, s, l.Token().Path)
 					chk.leave()
+					if err != nil {
+						t.Error(err)
+						_ = l.Unlock(ctx)
+						return
+					}
 					if err := l.Unlock(ctx); err != nil {
 						t.Error(err)
 						return
@@ -47,15 +62,15 @@ func TestMutexExclusionUnderConnectionChaos(t *testing.T) {
 	}
 	stop := make(chan struct{})
 	var chaos sync.WaitGroup
+	injected := 0
 	chaos.Go(func() {
-		tick := time.NewTicker(100 * time.Millisecond)
-		defer tick.Stop()
 		for {
 			select {
 			case <-stop:
 				return
-			case <-tick.C:
+			case <-progress:
 			}
+			injected++
 			f := fs[rand.IntN(len(fs))]
 			switch rand.IntN(3) {
 			case 0:
@@ -70,7 +85,9 @@ func TestMutexExclusionUnderConnectionChaos(t *testing.T) {
 	wg.Wait()
 	close(stop)
 	chaos.Wait()
+	t.Logf("%d faults injected", injected)
 	chk.verify(t, sessions*goroutines*rounds)
 	s := newTestSession(t, nil)
+	lg.verify(t, s, sessions*goroutines*rounds)
 	testkit.Eventually(t, 10*time.Second, "no nodes left", func() bool { return len(children(t, s, p)) == 0 })
 }

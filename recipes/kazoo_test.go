@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,9 +20,10 @@ import (
 
 // kazooScript contends for a kazoo Lock and proves exclusion through ZooKeeper itself: inside
 // the critical section it creates an ephemeral "<path>-holder" node, which fails if any other
-// holder (Go or Python) is inside at the same time.
+// holder (Go or Python) is inside at the same time, and reads it back, still its own, before
+// deleting it (the section's work: a server round trip, where an idle wait used to be).
 const kazooScript = `
-import sys, time
+import sys
 from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError
 hosts, path, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -35,7 +37,10 @@ for i in range(rounds):
         except NodeExistsError:
             print("OVERLAP")
             sys.exit(3)
-        time.sleep(0.003)
+        _, stat = zk.get(path + "-holder")
+        if stat.ephemeralOwner != zk.client_id[0]:
+            print("OVERLAP")
+            sys.exit(3)
         zk.delete(path + "-holder")
 zk.stop()
 print("OK")
@@ -57,7 +62,7 @@ func TestKazooInterop(t *testing.T) {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
-	errs := make(chan error, pyProcs+goWorkers)
+	errs := make(chan error, pyProcs+2*goWorkers*goRounds)
 	for i := range pyProcs {
 		wg.Go(func() {
 			cmd := exec.CommandContext(ctx, py, script, strings.Join(addrs, ","), p, strconv.Itoa(pyRounds), strconv.Itoa(i))
@@ -84,7 +89,11 @@ func TestKazooInterop(t *testing.T) {
 					_ = l.Unlock(context.WithoutCancel(ctx))
 					return
 				}
-				time.Sleep(3 * time.Millisecond) // hold the critical section a while, so an overlap would show
+				// The critical section's work: read the holder node back through the server; it
+				// is still ours unless another holder got in.
+				if _, st, err := s.Conn().Get(p + "-holder"); err != nil || st.EphemeralOwner != s.Conn().SessionID() {
+					errs <- fmt.Errorf("go contender lost its holder node inside the lock (%v)", err)
+				}
 				_ = s.Conn().Delete(p+"-holder", -1)
 				if err := l.Unlock(ctx); err != nil {
 					errs <- err
@@ -138,7 +147,7 @@ zk.stop()
 // node and then looks for the other kind (create, then check, on both sides), so any overlap of
 // a writer with a reader or another writer is seen by at least one side.
 const kazooRWScript = `
-import sys, time
+import sys
 from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError
 hosts, path, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -155,7 +164,10 @@ for i in range(rounds):
         if zk.get_children(path + "-readers"):
             print("READER INSIDE")
             sys.exit(3)
-        time.sleep(0.003)
+        _, stat = zk.get(path + "-writer")
+        if stat.ephemeralOwner != zk.client_id[0]:
+            print("WRITER OVERLAP")
+            sys.exit(3)
         zk.delete(path + "-writer")
 zk.stop()
 print("OK")
@@ -179,7 +191,7 @@ func TestKazooRWInterop(t *testing.T) {
 		}
 	}
 	var wg sync.WaitGroup
-	errs := make(chan error, 8)
+	errs := make(chan error, 2+3*4*6) // every Go check of every round may fail
 	for range 2 {
 		wg.Go(func() {
 			cmd := exec.CommandContext(ctx, py, script, strings.Join(addrs, ","), p, "6")
@@ -214,7 +226,11 @@ func TestKazooRWInterop(t *testing.T) {
 						if kids, _, _ := s.Conn().Children(p + "-readers"); len(kids) != 0 {
 							errs <- errors.New("go writer found readers inside")
 						}
-						time.Sleep(3 * time.Millisecond) // hold the critical section a while, so an overlap would show
+						// The critical section's work: read the writer node back through the
+						// server; it is still ours unless another writer got in.
+						if _, st, err := s.Conn().Get(p + "-writer"); err != nil || st.EphemeralOwner != s.Conn().SessionID() {
+							errs <- fmt.Errorf("go writer lost its writer node inside the lock (%v)", err)
+						}
 						_ = s.Conn().Delete(p+"-writer", -1)
 					}
 				} else {
@@ -225,7 +241,11 @@ func TestKazooRWInterop(t *testing.T) {
 						if ok, _, _ := s.Conn().Exists(p + "-writer"); ok {
 							errs <- errors.New("go reader found a writer inside")
 						}
-						time.Sleep(3 * time.Millisecond) // hold the critical section a while, so an overlap would show
+						// The critical section's work: look again through the server, which must
+						// still hold no writer.
+						if ok, _, _ := s.Conn().Exists(p + "-writer"); ok {
+							errs <- errors.New("go reader found a writer inside")
+						}
 						_ = s.Conn().Delete(node, -1)
 					}
 				}

@@ -51,6 +51,7 @@ func TestNativeAndCuratorAgree(t *testing.T) {
 	p := testPath(t)
 	ctx := testCtx(t, 60*time.Second)
 	var holders, overlaps atomic.Int32
+	lg := newLedger(t, newTestSession(t, nil), p+"-ledger")
 	var wg sync.WaitGroup
 	for i := range 4 {
 		s := newTestSession(t, nil)
@@ -69,8 +70,15 @@ func TestNativeAndCuratorAgree(t *testing.T) {
 				if holders.Add(1) != 1 {
 					overlaps.Add(1)
 				}
-				time.Sleep(time.Millisecond) // hold the lock a while, so an overlap would show
+				// The lock's work: a check-and-set on the server, across two round trips, so an
+				// overlap would show (in holders and in the ledger).
+				err = lg.advance(ctx, s, l.Token().Path)
 				holders.Add(-1)
+				if err != nil {
+					t.Error(err)
+					_ = l.Unlock(ctx)
+					return
+				}
 				if err := l.Unlock(ctx); err != nil {
 					t.Error(err)
 					return
@@ -82,6 +90,7 @@ func TestNativeAndCuratorAgree(t *testing.T) {
 	if overlaps.Load() != 0 {
 		t.Fatalf("%d overlaps between Native and Curator contenders", overlaps.Load())
 	}
+	lg.verify(t, newTestSession(t, nil), 4*5)
 }
 
 // TestNewSessionAdoptsConn drives a Session from a connection and event channel the caller

@@ -58,6 +58,7 @@ func TestMutexExclusionUnderContention(t *testing.T) {
 	p := testPath(t)
 	ctx := testCtx(t, 90*time.Second)
 	var chk exclusionChecker
+	lg := newLedger(t, newTestSession(t, nil), p+"-ledger")
 	var wg sync.WaitGroup
 	errs := make(chan error, sessions*goroutines)
 	for range sessions {
@@ -72,8 +73,15 @@ func TestMutexExclusionUnderContention(t *testing.T) {
 						return
 					}
 					chk.enter(l.Token())
-					time.Sleep(time.Millisecond) // widen the critical section so overlaps would show
+					// The critical section's work: a check-and-set on the server, across two
+					// round trips, so overlaps would show (in chk and in the ledger).
+					err = lg.advance(ctx, s, l.Token().Path)
 					chk.leave()
+					if err != nil {
+						errs <- err
+						_ = l.Unlock(ctx)
+						return
+					}
 					if err := l.Unlock(ctx); err != nil {
 						errs <- err
 						return
@@ -89,6 +97,7 @@ func TestMutexExclusionUnderContention(t *testing.T) {
 	}
 	chk.verify(t, sessions*goroutines*rounds)
 	s := newTestSession(t, nil)
+	lg.verify(t, s, sessions*goroutines*rounds)
 	if c := children(t, s, p); len(c) != 0 {
 		t.Errorf("nodes left behind: %v", c)
 	}

@@ -18,18 +18,31 @@ func TestSemaphoreBoundsHolders(t *testing.T) {
 	p := testPath(t)
 	ctx := testCtx(t, 90*time.Second)
 	var inside, peak, bad atomic.Int32
+	// Holders sign in on the server too: each creates a node under roster while inside and
+	// counts the roster, so more holders than allowed show there as well.
+	roster := p + "-inside"
+	if err := ensurePath(ctx, newTestSession(t, nil), roster); err != nil {
+		t.Fatal(err)
+	}
+	// A holder stays inside until a contender has been turned away while it was there (the
+	// semaphore full and refusing: a semaphore that admits one too many admits that contender
+	// instead, while the holders are still inside), or until no other worker can come.
+	cr := newCrowd(ctx, sessions*workers)
 	var wg sync.WaitGroup
 	for range sessions {
 		s := newTestSession(t, nil)
 		sm := NewSemaphore(s, p, max)
+		sm.waiting = cr.turnAway
 		for range workers {
 			wg.Go(func() {
-				for range rounds {
+				for i := range rounds {
 					l, err := sm.Acquire(ctx)
 					if err != nil {
 						t.Error(err)
+						cr.arrive() // it will not come again
 						return
 					}
+					seen := cr.arrive()
 					n := inside.Add(1)
 					if n > max {
 						bad.Add(1)
@@ -40,11 +53,36 @@ func TestSemaphoreBoundsHolders(t *testing.T) {
 							break
 						}
 					}
-					time.Sleep(2 * time.Millisecond) // hold the section a while, so more holders than allowed would show
+					// The section's work: sign in on the server, hold until the semaphore has
+					// turned someone away (or no one else can come), count who is inside, sign
+					// out.
+					err = func() error {
+						node, err := s.Conn().Create(roster+"/h-", nil, zk.FlagEphemeral|zk.FlagSequence, zk.WorldACL(zk.PermAll))
+						if err != nil {
+							return err
+						}
+						cr.hold(seen)
+						kids, _, err := s.Conn().Children(roster)
+						if err != nil {
+							return err
+						}
+						if len(kids) > max {
+							bad.Add(1)
+						}
+						return s.Conn().Delete(node, -1)
+					}()
 					inside.Add(-1)
+					if err != nil {
+						t.Error(err)
+						_ = l.Unlock(ctx)
+						return
+					}
 					if err := l.Unlock(ctx); err != nil {
 						t.Error(err)
 						return
+					}
+					if i < rounds-1 {
+						cr.leave()
 					}
 				}
 			})
@@ -54,10 +92,57 @@ func TestSemaphoreBoundsHolders(t *testing.T) {
 	if bad.Load() != 0 {
 		t.Fatalf("more than %d holders at once (%d times)", max, bad.Load())
 	}
-	t.Logf("peak concurrent holders: %d of %d", peak.Load(), max)
+	t.Logf("peak concurrent holders: %d of %d; contenders turned away %d times", peak.Load(), max, cr.turnedAway)
 	s := newTestSession(t, nil)
 	if c := children(t, s, p+"/leases"); len(c) != 0 {
 		t.Fatalf("orphaned leases: %v", c)
+	}
+}
+
+// crowd is what the holders of TestSemaphoreBoundsHolders wait on: how many times a contender
+// was turned away, and how many workers may still come (they are not inside and have rounds
+// left).
+type crowd struct {
+	ctx        context.Context
+	mu         sync.Mutex
+	cond       *sync.Cond
+	turnedAway int
+	coming     int
+}
+
+func newCrowd(ctx context.Context, workers int) *crowd {
+	cr := &crowd{ctx: ctx, coming: workers}
+	cr.cond = sync.NewCond(&cr.mu)
+	context.AfterFunc(ctx, func() { cr.update(func() {}) }) // no holder waits past the test's end
+	return cr
+}
+
+func (cr *crowd) update(f func()) {
+	cr.mu.Lock()
+	f()
+	cr.mu.Unlock()
+	cr.cond.Broadcast()
+}
+
+// turnAway is the semaphore's waiting hook: a contender found every lease taken.
+func (cr *crowd) turnAway() { cr.update(func() { cr.turnedAway++ }) }
+
+// arrive marks a worker that is no longer coming (it is inside) and returns the turn-aways so
+// far.
+func (cr *crowd) arrive() (seen int) {
+	cr.update(func() { cr.coming--; seen = cr.turnedAway })
+	return seen
+}
+
+// leave marks a worker that left and will come again.
+func (cr *crowd) leave() { cr.update(func() { cr.coming++ }) }
+
+// hold waits until a contender was turned away since seen, or no worker is coming.
+func (cr *crowd) hold(seen int) {
+	cr.mu.Lock()
+	defer cr.mu.Unlock()
+	for cr.turnedAway == seen && cr.coming > 0 && cr.ctx.Err() == nil {
+		cr.cond.Wait()
 	}
 }
 

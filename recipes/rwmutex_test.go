@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/zkd-io/zkd/internal/testkit"
 )
 
@@ -178,6 +179,11 @@ func TestRWMutexContention(t *testing.T) {
 	p := testPath(t)
 	ctx := testCtx(t, 90*time.Second)
 	var writers, readers, bad atomic.Int32
+	// Holders sign in on the server too, a writer as one node and readers under another, and
+	// look for a conflicting holder there, so a violation shows on the server as well.
+	if err := ensurePath(ctx, newTestSession(t, nil), p+"-readers"); err != nil {
+		t.Fatal(err)
+	}
 	var wg sync.WaitGroup
 	for i := range sessions {
 		s := newTestSession(t, nil)
@@ -207,7 +213,11 @@ func TestRWMutexContention(t *testing.T) {
 							bad.Add(1)
 						}
 					}
-					time.Sleep(time.Millisecond) // hold the lock a while, so a conflicting holder would show
+					// The lock's work, across three server round trips: sign in, look for a
+					// conflicting holder, sign out.
+					if err := signIn(s.Conn(), p, write, &bad); err != nil {
+						t.Error(err)
+					}
 					if write {
 						writers.Add(-1)
 					} else {
@@ -225,4 +235,34 @@ func TestRWMutexContention(t *testing.T) {
 	if n := bad.Load(); n != 0 {
 		t.Fatalf("%d reader/writer rule violations", n)
 	}
+}
+
+// signIn is a reader's or writer's work inside an RWMutex at p: it creates its node (a writer
+// p+"-writer", which fails if another writer is inside; a reader one under p+"-readers"), counts
+// a violation in bad if a conflicting holder's node is there, and deletes its node.
+func signIn(c *zk.Conn, p string, write bool, bad *atomic.Int32) error {
+	if write {
+		if _, err := c.Create(p+"-writer", nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); errors.Is(err, zk.ErrNodeExists) {
+			bad.Add(1) // another writer is inside
+			return nil
+		} else if err != nil {
+			return err
+		}
+		if kids, _, err := c.Children(p + "-readers"); err != nil {
+			return err
+		} else if len(kids) != 0 {
+			bad.Add(1)
+		}
+		return c.Delete(p+"-writer", -1)
+	}
+	node, err := c.Create(p+"-readers/r", nil, zk.FlagEphemeral|zk.FlagSequence, zk.WorldACL(zk.PermAll))
+	if err != nil {
+		return err
+	}
+	if ok, _, err := c.Exists(p + "-writer"); err != nil {
+		return err
+	} else if ok {
+		bad.Add(1)
+	}
+	return c.Delete(node, -1)
 }

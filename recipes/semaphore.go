@@ -24,6 +24,10 @@ type Semaphore struct {
 	mutex  *Mutex
 	leases queue
 	err    error
+
+	// waiting, if set (by tests), is called each time a contender finds every lease taken and
+	// waits for one to be returned.
+	waiting func()
 }
 
 // NewSemaphore returns a Semaphore with max leases on path. All participants must use the same
@@ -144,6 +148,9 @@ func (sm *Semaphore) wait(ctx context.Context, g *grant, lk *Lease, try bool) er
 		}
 		if try {
 			return fmt.Errorf("recipes: semaphore %s: %w", path.Dir(q.path), ErrLocked)
+		}
+		if sm.waiting != nil {
+			sm.waiting()
 		}
 		select {
 		case ev := <-ch:

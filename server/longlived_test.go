@@ -312,7 +312,10 @@ func holdGoSession(name string, hosts []string, timeout time.Duration, until tim
 			hs.ops += 4
 		}
 		mu.Unlock()
-		time.Sleep(100 * time.Millisecond) // pacing: a busy session does a few ops a second, not a flood
+		// Pacing on the real clock, which this test is about: a busy session keeps working through
+		// the whole hold, past the maximum session timeout on real servers (ZooKeeper's JVM among
+		// them), at a few ops a second, not a flood. There is no event to pace on.
+		time.Sleep(100 * time.Millisecond)
 	}
 	mu.Lock()
 	stopping = true

@@ -250,17 +250,25 @@ func TestOutQueueStalledFlushHandsOverToWriter(t *testing.T) {
 // they write every frame once, each source's in order.
 func TestOutQueueFlushAndWriterTakeTurns(t *testing.T) {
 	srv, cli := zktest.TCPPair(t)
-	guard := &exclusiveConn{Conn: srv}
+	guard := &exclusiveConn{Conn: srv, overlapped: make(chan struct{})}
 	q := newOutQueue(1 << 30)
 	q.setSink(guard, 0, nil, nil)
 	exited := make(chan error, 1)
 	go func() { exited <- q.writeLoop() }()
 	const n = 2000
 	data := make([]byte, 4<<10)
+	pushed := make(chan struct{}, 1) // a source queued a frame
+	note := func() {
+		select {
+		case pushed <- struct{}{}:
+		default:
+		}
+	}
 	var wg sync.WaitGroup
 	wg.Go(func() { // the reader: replies with odd xids, mostly written inline
 		for xid := int32(1); xid < 2*n; xid += 2 {
 			q.pushReply(jute.ReplyHeader{Xid: xid}, &jute.GetDataResponse{Data: data}, nil)
+			note()
 			if xid%3 != 0 {
 				q.writeInline()
 			} else {
@@ -271,8 +279,18 @@ func TestOutQueueFlushAndWriterTakeTurns(t *testing.T) {
 	wg.Go(func() { // the apply hook: notifications with even xids, through the writer
 		for xid := int32(2); xid <= 2*n; xid += 2 {
 			q.pushFrame(&jute.ReplyHeader{Xid: xid}, &jute.WatcherEvent{Path: "/p"})
+			note()
 		}
 	})
+	produced := make(chan struct{})
+	go func() { wg.Wait(); close(produced) }()
+	// backedUp reports whether the socket is full: a write is in progress and a socket buffer's
+	// worth is queued behind it.
+	backedUp := func() bool {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return q.mu.writing && len(q.mu.buf) >= 64<<10
+	}
 	read := make(chan [][]byte, 1)
 	go func() { // a slow reader; it may not fail the test from here
 		fr := jute.NewFrameReader(cli, 1<<20)
@@ -285,7 +303,19 @@ func TestOutQueueFlushAndWriterTakeTurns(t *testing.T) {
 			}
 			out = append(out, bytes.Clone(f))
 			if len(out)%64 == 0 {
-				time.Sleep(time.Millisecond) // a slow reader on purpose: the socket fills, the writer waits
+				// A slow reader on purpose: every 64 frames it stops reading until the socket is
+				// full (inline writes come back partial, the writer waits) or the sources are done.
+				// (Or writes overlapped: the test fails, and a source may be stuck behind the
+				// writer's blocked write, on the descriptor's lock.)
+				for wait := true; wait && !backedUp(); {
+					select {
+					case <-pushed:
+					case <-produced:
+						wait = false
+					case <-guard.overlapped:
+						wait = false
+					}
+				}
 			}
 		}
 	}()
@@ -316,15 +346,16 @@ func TestOutQueueFlushAndWriterTakeTurns(t *testing.T) {
 }
 
 // exclusiveConn counts writes, through Write or the raw descriptor, that start while another is
-// in progress.
+// in progress, and closes overlapped at the first.
 type exclusiveConn struct {
 	net.Conn
 	active, overlaps, inline atomic.Int32
+	overlapped               chan struct{}
 }
 
 func (e *exclusiveConn) enter() {
-	if e.active.Add(1) > 1 {
-		e.overlaps.Add(1)
+	if e.active.Add(1) > 1 && e.overlaps.Add(1) == 1 {
+		close(e.overlapped)
 	}
 }
 
@@ -359,9 +390,11 @@ func TestOutQueueWriterDeadlineDoesNotOutliveItsWrite(t *testing.T) {
 	if !tryWriteSupported {
 		t.Skip("no inline writes on this platform")
 	}
-	srv, cli := zktest.TCPPair(t)
+	accepted, cli := zktest.TCPPair(t)
+	srv := &expiringConn{TCPConn: accepted.(*net.TCPConn)}
 	q := newOutQueue(1 << 20)
-	const timeout = 5 * time.Millisecond
+	// Far longer than the test: only expire makes the deadline pass.
+	const timeout = time.Hour
 	q.setSink(srv, timeout, nil, nil)
 	exited := make(chan error, 1)
 	go func() { exited <- q.writeLoop() }()
@@ -372,7 +405,9 @@ func TestOutQueueWriterDeadlineDoesNotOutliveItsWrite(t *testing.T) {
 	_ = cli.SetReadDeadline(time.Now().Add(10 * time.Second))
 	q.pushFrame(&jute.ReplyHeader{Xid: 1}) // by the writer, with its deadline
 	framesFrom(t, cli, 1, 1<<20)
-	time.Sleep(4 * timeout) // the writer's deadline, were it still set, has passed
+	if err := srv.expire(); err != nil { // the writer's deadline, were it still set, has passed
+		t.Fatal(err)
+	}
 	for xid := int32(2); xid <= 4; xid++ {
 		q.pushReply(jute.ReplyHeader{Xid: xid}, &jute.SetDataResponse{}, nil)
 		q.writeInline()
@@ -386,4 +421,36 @@ func TestOutQueueWriterDeadlineDoesNotOutliveItsWrite(t *testing.T) {
 		t.Fatalf("the writer ended (%v): an inline write failed on the writer's old deadline", err)
 	default:
 	}
+}
+
+// expiringConn is a socket whose write deadline the test can make pass at once, as waiting it out
+// would: expire moves a deadline still in force to a moment long past (a cleared deadline stays
+// cleared). Writes through the descriptor (SyscallConn) are subject to it like Write.
+type expiringConn struct {
+	*net.TCPConn
+	mu  sync.Mutex
+	set bool // a write deadline is in force
+}
+
+func (c *expiringConn) SetWriteDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.set = !t.IsZero()
+	return c.TCPConn.SetWriteDeadline(t)
+}
+
+func (c *expiringConn) SetDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.set = !t.IsZero()
+	return c.TCPConn.SetDeadline(t)
+}
+
+func (c *expiringConn) expire() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.set {
+		return nil
+	}
+	return c.TCPConn.SetWriteDeadline(time.Unix(1, 0))
 }

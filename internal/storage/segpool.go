@@ -54,6 +54,9 @@ type segmentPool struct {
 	free func() (uint64, bool) // the free space on dir's file system; tests replace it
 	// rename renames without replacing (renameNoReplace); tests replace it.
 	rename func(from, to string) error
+	// kept, if set (by tests, before the deletions that fill the pool), is told how many kept
+	// files are ready each time keep adds one.
+	kept func(ready int)
 
 	mu    sync.Mutex
 	ready []string // names in dir of kept files: zeroed, durable, size bytes each
@@ -120,7 +123,11 @@ func (p *segmentPool) keep(name string) bool {
 	}
 	p.mu.Lock()
 	p.ready = append(p.ready, spare)
+	ready := len(p.ready)
 	p.mu.Unlock()
+	if p.kept != nil {
+		p.kept(ready)
+	}
 	return true
 }
 

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -31,15 +32,17 @@ func storeEach(t *testing.T, w *walStore, from, to uint64, size int) {
 	}
 }
 
-// waitSpares waits until the store's pool holds at least n kept files.
-func waitSpares(t *testing.T, w *walStore, n int) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); w.deletes.pool.spares() < n; {
-		if time.Now().After(deadline) {
-			t.Fatalf("the pool holds %d kept segment files; want %d", w.deletes.pool.spares(), n)
+// sparesReady returns a channel closed once the store's pool holds at least n kept files. It is
+// called before the deletions that fill the pool (the deleting goroutine reads the hook).
+func sparesReady(w *walStore, n int) <-chan struct{} {
+	ready := make(chan struct{})
+	var once sync.Once
+	w.deletes.pool.kept = func(k int) {
+		if k >= n {
+			once.Do(func() { close(ready) })
 		}
-		time.Sleep(time.Millisecond)
 	}
+	return ready
 }
 
 func inode(t *testing.T, path string) uint64 {
@@ -71,10 +74,15 @@ func TestSegmentPoolReusesDroppedSegments(t *testing.T) {
 	for _, n := range names {
 		dropped[inode(t, n)] = true
 	}
+	filled := sparesReady(w, maxSpares)
 	if err := w.DeleteRange(1, 380); err != nil {
 		t.Fatal(err)
 	}
-	waitSpares(t, w, maxSpares)
+	select {
+	case <-filled:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the pool holds %d kept segment files; want %d", w.deletes.pool.spares(), maxSpares)
+	}
 	if spares, _ := filepath.Glob(filepath.Join(dir, "*"+spareSuffix)); len(spares) != maxSpares {
 		t.Fatalf("%d kept files in the directory; want %d", len(spares), maxSpares)
 	}

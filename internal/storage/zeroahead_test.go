@@ -34,18 +34,23 @@ const settledLead = zeroAhead - zeroChunk
 func waitZeroed(t *testing.T, z *zeroAheadFS, f *zeroFile, end int64) {
 	t.Helper()
 	want := end + settledLead
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	done := func() bool { return f.frontier >= min(want, f.size) || f.avg > zeroMaxAppend }
+	late := false
+	timer := time.AfterFunc(30*time.Second, func() {
 		z.mu.Lock()
-		got, large := f.frontier, f.avg > zeroMaxAppend
+		late = true
 		z.mu.Unlock()
-		if got >= min(want, f.size) || large {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the zeroer reached %d, want %d", got, want)
-		}
-		time.Sleep(time.Millisecond)
+		z.cond.Broadcast()
+	})
+	defer timer.Stop()
+	z.mu.Lock()
+	for !done() && !late {
+		z.cond.Wait() // the zeroer broadcasts each time it moves the frontier
+	}
+	ok, got := done(), f.frontier
+	z.mu.Unlock()
+	if !ok {
+		t.Fatalf("the zeroer reached %d, want %d", got, want)
 	}
 }
 

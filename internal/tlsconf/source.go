@@ -21,6 +21,8 @@ import (
 type Source struct {
 	set Settings
 	log *slog.Logger
+	// now reads the clock ReloadInterval is measured on: time.Now, or a test's fake clock.
+	now func() time.Time
 
 	mu struct {
 		sync.Mutex
@@ -50,7 +52,7 @@ func New(set Settings, log *slog.Logger) (*Source, error) {
 	if set.ReloadInterval == 0 {
 		set.ReloadInterval = time.Second
 	}
-	s := &Source{set: set, log: log}
+	s := &Source{set: set, log: log, now: time.Now}
 	files, digest, err := s.read()
 	if err != nil {
 		return nil, err
@@ -60,7 +62,7 @@ func New(set Settings, log *slog.Logger) (*Source, error) {
 		return nil, err
 	}
 	s.mu.cur = m
-	s.mu.checked = time.Now()
+	s.mu.checked = s.now()
 	return s, nil
 }
 
@@ -131,7 +133,7 @@ func explainPassword(err error, st Store, key string) error {
 func (s *Source) current() *material {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := time.Now()
+	now := s.now()
 	if s.set.ReloadInterval < 0 || now.Sub(s.mu.checked) < s.set.ReloadInterval {
 		return s.mu.cur
 	}

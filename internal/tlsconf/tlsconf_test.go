@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -326,6 +327,30 @@ func TestServerVerification(t *testing.T) {
 	}
 }
 
+// fakeClock is a Source's clock that only the test moves.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+// useFakeClock makes s measure its reload interval on a fake clock, starting at the real time
+// (when s made its first check).
+func useFakeClock(s *tlsconf.Source) *fakeClock {
+	c := &fakeClock{now: time.Now()}
+	tlsconf.UseClock(s, func() time.Time {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.now
+	})
+	return c
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
 func TestReload(t *testing.T) {
 	ca := tlstest.NewCA(t, "test CA")
 	dir := t.TempDir()
@@ -336,11 +361,12 @@ func TestReload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	set.ReloadInterval = time.Millisecond
+	set.ReloadInterval = time.Minute // on the fake clock: the test moves it past the interval
 	server, err := tlsconf.New(set, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	clock := useFakeClock(server)
 	client := source(t, map[string]string{"ssl.trustStore.location": props["ssl.trustStore.location"]}, "ssl.")
 	seen := func() string {
 		t.Helper()
@@ -363,12 +389,16 @@ func TestReload(t *testing.T) {
 	if err := os.WriteFile(props["ssl.keyStore.location"], []byte("garbage"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(2 * time.Millisecond) // past the reload interval, which is the thing under test
+	clock.advance(set.ReloadInterval) // the reload interval, which is the thing under test
 	if cn := seen(); cn != "first" {
 		t.Fatalf("after a broken write, served %q; want first", cn)
 	}
 	ca.Issue(t, tlstest.Localhost("second")).WritePEM(t, props["ssl.keyStore.location"])
-	time.Sleep(2 * time.Millisecond) // past the reload interval, which is the thing under test
+	clock.advance(set.ReloadInterval - time.Nanosecond)
+	if cn := seen(); cn != "first" {
+		t.Fatalf("before the reload interval passed, served %q; want first", cn)
+	}
+	clock.advance(time.Nanosecond)
 	if cn := seen(); cn != "second" {
 		t.Fatalf("after replacing the key store, served %q; want second", cn)
 	}
@@ -480,11 +510,12 @@ func TestReloadTrustStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	set.ReloadInterval = time.Millisecond
+	set.ReloadInterval = time.Minute // on the fake clock: the test moves it past the interval
 	server, err := tlsconf.New(set, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	clock := useFakeClock(server)
 	client := func(ca *tlstest.CA) *tls.Config {
 		cdir := t.TempDir()
 		ca.Issue(t, tlstest.Options{Subject: pkix.Name{CommonName: "client"}}).WritePEM(t, filepath.Join(cdir, "key.pem"))
@@ -497,7 +528,7 @@ func TestReloadTrustStore(t *testing.T) {
 		t.Fatal("a client of the new CA was served before the trust store changed")
 	}
 	newCA.WritePEM(t, filepath.Join(dir, "trust.pem"))
-	time.Sleep(2 * time.Millisecond) // past the reload interval, which is the thing under test
+	clock.advance(set.ReloadInterval) // the reload interval, which is the thing under test
 	if _, serr, _ := handshake(t, server.ServerConfig(), newClient); serr != nil {
 		t.Fatalf("a client of the new CA after the trust store changed: %v", serr)
 	}
