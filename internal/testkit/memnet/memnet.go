@@ -31,6 +31,7 @@ type Net struct {
 	listeners map[string]*listener // address → open listener
 	names     map[string]string    // address → node name
 	cut       map[link]bool
+	delay     map[link]time.Duration
 	conns     map[*pair]struct{} // open connections, for cuts
 	port      int                // the last port handed out
 	dropped   int
@@ -42,6 +43,7 @@ func New() *Net {
 		listeners: make(map[string]*listener),
 		names:     make(map[string]string),
 		cut:       make(map[link]bool),
+		delay:     make(map[link]time.Duration),
 		conns:     make(map[*pair]struct{}),
 		port:      firstPort - 1,
 	}
@@ -181,11 +183,27 @@ func (n *Net) Partition(group, all []string) {
 // Isolate cuts node off from every node in all.
 func (n *Net) Isolate(node string, all []string) { n.Partition([]string{node}, all) }
 
-// Heal restores every link. Connections a cut broke stay broken.
+// Heal restores every link and removes every delay. Connections a cut broke stay broken.
 func (n *Net) Heal() {
 	n.mu.Lock()
 	clear(n.cut)
+	clear(n.delay)
 	n.mu.Unlock()
+}
+
+// Delay slows every write on connections between a and b (both directions) by d, on the
+// caller's clock (in a bubble, the fake one).
+func (n *Net) Delay(a, b string, d time.Duration) {
+	n.mu.Lock()
+	n.delay[link{a, b}] = d
+	n.delay[link{b, a}] = d
+	n.mu.Unlock()
+}
+
+func (n *Net) delayOf(l link) time.Duration {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.delay[l]
 }
 
 // Dropped returns how many dials were refused because of cut links.
@@ -330,9 +348,9 @@ type pair struct {
 func newPair(n *Net, l link, client, server Addr) *pair {
 	up, down := &pipe{}, &pipe{}
 	p := &pair{n: n, l: l}
-	p.client = &conn{p: p, r: down, w: up, local: client, remote: server, done: make(chan struct{}),
+	p.client = &conn{p: p, dir: l, r: down, w: up, local: client, remote: server, done: make(chan struct{}),
 		rd: newDeadline(), wd: newDeadline()}
-	p.server = &conn{p: p, r: up, w: down, local: server, remote: client, done: make(chan struct{}),
+	p.server = &conn{p: p, dir: link{l.to, l.from}, r: up, w: down, local: server, remote: client, done: make(chan struct{}),
 		rd: newDeadline(), wd: newDeadline()}
 	return p
 }
@@ -353,6 +371,7 @@ func (p *pair) fail(err error) {
 // conn is one end of a connection.
 type conn struct {
 	p             *pair
+	dir           link // the link this end writes on
 	r, w          *pipe
 	local, remote Addr
 	rd, wd        *deadline
@@ -415,6 +434,9 @@ func (c *conn) Read(b []byte) (int, error) {
 }
 
 func (c *conn) Write(b []byte) (int, error) {
+	if d := c.p.n.delayOf(c.dir); d > 0 {
+		time.Sleep(d) // the injected fault itself: a slow link
+	}
 	w := c.w
 	n := 0
 	for {

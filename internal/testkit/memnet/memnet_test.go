@@ -325,5 +325,19 @@ func TestCutAndHeal(t *testing.T) {
 			t.Fatalf("dial across a partition = %v", err)
 		}
 		n.Heal()
+
+		// A delayed link: each write takes the delay, on the fake clock.
+		n.Delay("a", "b", 50*time.Millisecond)
+		c4, err := a.Dial(ctx, ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c4.Close()
+		start := time.Now()
+		c4.Write([]byte("x"))
+		if d := time.Since(start); d != 50*time.Millisecond {
+			t.Fatalf("a write on a delayed link took %v; want 50ms", d)
+		}
+		n.Heal()
 	})
 }
