@@ -27,7 +27,7 @@ func TestWriteOfExpiredSessionRefused(t *testing.T) {
 	}
 	// The follower's link to the leader becomes slow: the write, and the session's touches,
 	// arrive after the session's timeout, so the leader expires it first.
-	c.fab.Delay(f.ID(), leader.ID(), 2*time.Second)
+	c.net().Delay(f.ID(), leader.ID(), 2*time.Second)
 	p := createReq("/late", nil, jute.ModePersistent)
 	p.Session, p.Attach, p.Seq = s.ID, attach, 1
 	res, err := f.Propose(ctx, p)
@@ -37,7 +37,7 @@ func TestWriteOfExpiredSessionRefused(t *testing.T) {
 	if res.Err != jute.CodeSessionExpired {
 		t.Fatalf("write of an expired session: %v at zxid %d; want SessionExpired", res.Err, res.Zxid)
 	}
-	c.fab.Heal()
+	c.net().Heal()
 	c.converge()
 	for _, n := range c.running() {
 		if _, _, ok := getData(t, n, "/late"); ok {

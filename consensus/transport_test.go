@@ -19,7 +19,7 @@ func TestAppendEntriesWaitsForUnreachableFollower(t *testing.T) {
 	c := newCluster(t, 3, true, nil)
 	leader := c.leader()
 	f := c.followers()[0]
-	c.fab.Isolate(f.ID(), c.ids)
+	c.net().Isolate(f.ID(), c.ids)
 	term := leader.raft.CurrentTerm()
 	hb := func(term uint64) *raft.AppendEntriesRequest {
 		return &raft.AppendEntriesRequest{
@@ -48,16 +48,16 @@ func TestAppendEntriesWaitsForUnreachableFollower(t *testing.T) {
 		done <- leader.rtrans.AppendEntries(raft.ServerID(f.ID()), raft.ServerAddress(f.Addr()), hb(term), &resp)
 	}()
 	// Several redial rounds pass (the fabric refuses the dials) and the call still waits.
-	dropped := c.fab.Dropped()
+	dropped := c.net().Dropped()
 	eventually(t, 10*time.Second, "the leader to redial the unreachable follower", func() bool {
-		return c.fab.Dropped() >= dropped+5
+		return c.net().Dropped() >= dropped+5
 	})
 	select {
 	case err := <-done:
 		t.Fatalf("AppendEntries to an unreachable member returned %v while this node still leads", err)
 	default:
 	}
-	c.fab.Heal()
+	c.net().Heal()
 	select {
 	case err := <-done:
 		if err != nil {
@@ -80,7 +80,7 @@ func TestUnreachableFollowerLoggedOnceThenSummarised(t *testing.T) {
 	leader.rtrans.logEvery = 200 * time.Millisecond
 	leader.rtrans.mu.Unlock()
 	f := c.followers()[0]
-	c.fab.Isolate(f.ID(), c.ids)
+	c.net().Isolate(f.ID(), c.ids)
 	count := func(msg string) int {
 		n := 0
 		for _, line := range strings.Split(logs.String(), "\n") {
@@ -93,7 +93,7 @@ func TestUnreachableFollowerLoggedOnceThenSummarised(t *testing.T) {
 	eventually(t, 10*time.Second, "two summaries of the unreachable follower", func() bool {
 		return count("peer still unreachable") >= 2
 	})
-	c.fab.Heal()
+	c.net().Heal()
 	eventually(t, 10*time.Second, "the follower to be logged as reachable again", func() bool {
 		return count("peer reachable again") == 1
 	})
