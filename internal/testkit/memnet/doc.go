@@ -18,7 +18,8 @@
 //   - Listener.Close unblocks Accept (net.ErrClosed) and resets the connections still queued.
 //   - Faults between named nodes (Node(name) returns a node's Network): Cut, CutOneWay,
 //     Partition and Isolate refuse new dials over the cut links with ErrUnreachable and break
-//     the connections that carry them, on both ends; Delay slows each write between two nodes;
+//     the connections that carry them, on both ends; Delay makes the bytes between two nodes
+//     arrive later;
 //     Heal restores every link.
 //
 // Every blocking call waits on channels only (never on a mutex held across a wait, never on a

@@ -1,6 +1,7 @@
 package memnet
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -191,8 +192,9 @@ func (n *Net) Heal() {
 	n.mu.Unlock()
 }
 
-// Delay slows every write on connections between a and b (both directions) by d, on the
-// caller's clock (in a bubble, the fake one).
+// Delay makes the links between a and b (both directions) slow: bytes written on them reach
+// the reader d later, on the caller's clock (in a bubble, the fake one). Writes do not wait for
+// the delay; bytes written before Delay, or after Heal, are not delayed, and order is kept.
 func (n *Net) Delay(a, b string, d time.Duration) {
 	n.mu.Lock()
 	n.delay[link{a, b}] = d
@@ -330,11 +332,65 @@ func (l *listener) Addr() net.Addr { return l.addr }
 // pipe is one direction of a connection: bytes written by one end for the other to read.
 type pipe struct {
 	mu      sync.Mutex
-	buf     []byte
-	wclosed bool  // the writing end closed: the reader gets io.EOF after buf
-	rclosed bool  // the reading end closed: writes fail
-	err     error // broken: both ends fail with it
+	chunks  []chunk // written, not yet read, in order
+	size    int     // bytes in chunks
+	wclosed bool    // the writing end closed: the reader gets io.EOF after chunks
+	rclosed bool    // the reading end closed: writes fail
+	err     error   // broken: both ends fail with it
 	changed signal
+}
+
+// chunk is written bytes that the reader may have from at on (zero: at once).
+type chunk struct {
+	b  []byte
+	at time.Time
+}
+
+// ready returns the bytes that may be read now, or when none may, how long until the first may.
+func (p *pipe) ready(now time.Time) (n int, wait time.Duration) {
+	for _, c := range p.chunks {
+		if !c.at.IsZero() && c.at.After(now) {
+			if n == 0 {
+				return 0, c.at.Sub(now)
+			}
+			break
+		}
+		n += len(c.b)
+	}
+	return n, 0
+}
+
+// read moves up to len(b) ready bytes into b.
+func (p *pipe) read(b []byte, now time.Time) int {
+	n := 0
+	for len(p.chunks) > 0 && n < len(b) {
+		c := &p.chunks[0]
+		if !c.at.IsZero() && c.at.After(now) {
+			break
+		}
+		k := copy(b[n:], c.b)
+		n += k
+		c.b = c.b[k:]
+		if len(c.b) == 0 {
+			p.chunks[0] = chunk{}
+			p.chunks = p.chunks[1:]
+		}
+	}
+	if len(p.chunks) == 0 {
+		p.chunks = nil
+	}
+	p.size -= n
+	return n
+}
+
+// write appends b, readable from at on.
+func (p *pipe) write(b []byte, at time.Time) {
+	if k := len(p.chunks); k > 0 && p.chunks[k-1].at.Equal(at) {
+		p.chunks[k-1].b = append(p.chunks[k-1].b, b...)
+	} else {
+		p.chunks = append(p.chunks, chunk{b: bytes.Clone(b), at: at})
+	}
+	p.size += len(b)
 }
 
 // pair is a connection: its two ends and the link it was dialled on (client → server).
@@ -362,7 +418,7 @@ func (p *pair) fail(err error) {
 		if pp.err == nil {
 			pp.err = err
 		}
-		pp.buf = nil
+		pp.chunks, pp.size = nil, 0
 		pp.changed.broadcast()
 		pp.mu.Unlock()
 	}
@@ -395,7 +451,10 @@ func (c *conn) closed() bool {
 func (c *conn) Read(b []byte) (int, error) {
 	r := c.r
 	for {
+		var timer *time.Timer
+		var wait <-chan time.Time
 		r.mu.Lock()
+		ready, later := r.ready(time.Now())
 		switch {
 		case c.closed():
 			r.mu.Unlock()
@@ -407,18 +466,18 @@ func (c *conn) Read(b []byte) (int, error) {
 		case c.rd.expired():
 			r.mu.Unlock()
 			return 0, c.opErr("read", os.ErrDeadlineExceeded)
-		case len(r.buf) > 0:
-			n := copy(b, r.buf)
-			r.buf = r.buf[n:]
-			if len(r.buf) == 0 {
-				r.buf = nil
-			}
+		case ready > 0:
+			n := r.read(b, time.Now())
 			r.changed.broadcast()
 			r.mu.Unlock()
 			return n, nil
 		case len(b) == 0:
 			r.mu.Unlock()
 			return 0, nil
+		case later > 0:
+			// Bytes on a delayed link: they arrive after the delay.
+			timer = time.NewTimer(later)
+			wait = timer.C
 		case r.wclosed:
 			r.mu.Unlock()
 			return 0, io.EOF
@@ -427,15 +486,20 @@ func (c *conn) Read(b []byte) (int, error) {
 		r.mu.Unlock()
 		select {
 		case <-ch:
+		case <-wait:
 		case <-c.rd.wait():
 		case <-c.done:
+		}
+		if timer != nil {
+			timer.Stop()
 		}
 	}
 }
 
 func (c *conn) Write(b []byte) (int, error) {
+	var at time.Time // when the reader may have the bytes: zero, at once
 	if d := c.p.n.delayOf(c.dir); d > 0 {
-		time.Sleep(d) // the injected fault itself: a slow link
+		at = time.Now().Add(d)
 	}
 	w := c.w
 	n := 0
@@ -456,9 +520,9 @@ func (c *conn) Write(b []byte) (int, error) {
 			w.mu.Unlock()
 			return n, c.opErr("write", os.ErrDeadlineExceeded)
 		}
-		if room := BufferSize - len(w.buf); room > 0 {
+		if room := BufferSize - w.size; room > 0 {
 			k := min(room, len(b)-n)
-			w.buf = append(w.buf, b[n:n+k]...)
+			w.write(b[n:n+k], at)
 			n += k
 			w.changed.broadcast()
 		}
@@ -485,7 +549,7 @@ func (c *conn) Close() error {
 		close(c.done)
 		c.r.mu.Lock()
 		c.r.rclosed = true
-		c.r.buf = nil
+		c.r.chunks, c.r.size = nil, 0
 		c.r.changed.broadcast()
 		c.r.mu.Unlock()
 		c.w.mu.Lock()

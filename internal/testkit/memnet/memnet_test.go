@@ -326,17 +326,31 @@ func TestCutAndHeal(t *testing.T) {
 		}
 		n.Heal()
 
-		// A delayed link: each write takes the delay, on the fake clock.
+		// A delayed link: the bytes arrive after the delay, on the fake clock; the write does
+		// not wait, and the order of bytes is kept across a Heal.
 		n.Delay("a", "b", 50*time.Millisecond)
-		c4, err := a.Dial(ctx, ln.Addr().String())
+		ln4, _ := n.Node("b").Listen("127.0.0.1:0")
+		defer ln4.Close()
+		c4, err := a.Dial(ctx, ln4.Addr().String())
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer c4.Close()
+		s4, _ := ln4.Accept()
+		defer s4.Close()
 		start := time.Now()
-		c4.Write([]byte("x"))
+		c4.Write([]byte("slow"))
+		n.Heal()
+		c4.Write([]byte("-fast"))
+		if d := time.Since(start); d != 0 {
+			t.Fatalf("a write on a delayed link took %v; want no wait", d)
+		}
+		got := make([]byte, 9)
+		if _, err := io.ReadFull(s4, got); err != nil || string(got) != "slow-fast" {
+			t.Fatalf("read %q, %v", got, err)
+		}
 		if d := time.Since(start); d != 50*time.Millisecond {
-			t.Fatalf("a write on a delayed link took %v; want 50ms", d)
+			t.Fatalf("the bytes arrived after %v; want 50ms", d)
 		}
 		n.Heal()
 	})
