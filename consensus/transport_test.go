@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/zkd-io/zkd/internal/peernet"
@@ -16,7 +17,11 @@ import (
 // waits, and completes as soon as the follower is reachable again. An AppendEntries of a term the
 // node no longer leads in fails at once.
 func TestAppendEntriesWaitsForUnreachableFollower(t *testing.T) {
-	c := newCluster(t, 3, true, nil)
+	synctest.Test(t, testAppendEntriesWaitsForUnreachableFollower)
+}
+
+func testAppendEntriesWaitsForUnreachableFollower(t *testing.T) {
+	c := newBubbleCluster(t, 3, true, nil)
 	leader := c.leader()
 	f := c.followers()[0]
 	c.net().Isolate(f.ID(), c.ids)
@@ -71,8 +76,12 @@ func TestAppendEntriesWaitsForUnreachableFollower(t *testing.T) {
 // A follower that cannot be reached is logged once, then summarised, then logged once more when
 // it is back, instead of an error for every attempt.
 func TestUnreachableFollowerLoggedOnceThenSummarised(t *testing.T) {
+	synctest.Test(t, testUnreachableFollowerLoggedOnceThenSummarised)
+}
+
+func testUnreachableFollowerLoggedOnceThenSummarised(t *testing.T) {
 	var logs lockedBuffer
-	c := newCluster(t, 3, true, func(cfg *Config) {
+	c := newBubbleCluster(t, 3, true, func(cfg *Config) {
 		cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil)).With("id", cfg.ID)
 	})
 	leader := c.leader()
