@@ -48,5 +48,22 @@ func TestShutdownInFlightLeavesNoGoroutine(t *testing.T) {
 				wg.Wait()
 			})
 		})
+		t.Run(fmt.Sprintf("forwarded-%d", i), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				c := newBubbleCluster(t, 3, true, nil)
+				l := c.leader()
+				var wg sync.WaitGroup
+				for _, n := range c.followers() {
+					for j := range 32 {
+						wg.Go(func() {
+							_, _ = n.Propose(context.Background(), createReq(fmt.Sprintf("/%s-%d", n.ID(), j), nil, jute.ModePersistent))
+						})
+					}
+				}
+				c.stop(l.ID())
+				c.shutdown()
+				wg.Wait()
+			})
+		})
 	}
 }
