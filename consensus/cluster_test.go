@@ -401,6 +401,7 @@ func testFiveNodesSurviveTwoFailuresAndSplit(t *testing.T) {
 	if res, err := major.Propose(ctx, createReq("/split", nil, jute.ModePersistent)); err != nil || res.Err != nil {
 		t.Fatalf("majority write: %v %v", err, res.Err)
 	}
+	synctest.Wait() // what was sent is delivered and applied: a minority node that could hear it has it
 	for _, id := range minority {
 		if _, _, ok := getData(t, c.nodes[id], "/split"); ok {
 			t.Fatalf("minority node %s applied a write of the majority while cut off", id)
