@@ -61,7 +61,11 @@ func snapshotBytes(t testing.TB, n *Node) []byte {
 	return b.Bytes()
 }
 
-// eventually polls cond until it holds or the deadline passes.
+// eventually polls cond until it holds or the deadline passes. Inside a synctest bubble (a
+// newBubbleCluster test) the sleep and the deadline are the bubble's fake clock: the sleep ends
+// only once every goroutine of the bubble waits, so no real time passes, but a test whose own
+// goroutines never wait (a writer that never pauses) would freeze the clock; wait on those
+// goroutines instead (see writer.waitAcked).
 func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)

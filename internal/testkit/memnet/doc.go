@@ -27,5 +27,11 @@
 // blocked in Read, Write or Accept as durably blocked. Create a Net inside the bubble that uses
 // it: the channels it makes belong to the bubble that made them.
 //
+// In a bubble the fake clock moves only while every goroutine of the bubble is durably blocked.
+// A goroutine that waits on a sync.Mutex, on real I/O (a real socket's accept loop: use memnet
+// listeners throughout), or never waits at all (a load generator without pauses) keeps the
+// clock still, and with it every timer: elections, retries, deadlines. That is why a Delay
+// delays delivery instead of making Write sleep: writers often write under a lock.
+//
 // It is test-only machinery; no production package imports it.
 package memnet
