@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/zkd-io/zkd/jute"
@@ -13,8 +14,10 @@ import (
 // TestRestoreSeedsACluster backs up a standalone node, seeds the three members of a new cluster
 // from the backup (each with its own id, the same members), and starts them: they elect a leader,
 // every member serves the backed-up tree, and zxids go on above the backup's.
-func TestRestoreSeedsACluster(t *testing.T) {
-	src, err := New(standaloneConfig(t, t.TempDir()))
+func TestRestoreSeedsACluster(t *testing.T) { synctest.Test(t, testRestoreSeedsACluster) }
+
+func testRestoreSeedsACluster(t *testing.T) {
+	src, err := New(memStandaloneConfig(t, t.TempDir()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +36,7 @@ func TestRestoreSeedsACluster(t *testing.T) {
 	src.Shutdown()
 
 	seeded := map[string]string{}
-	c := newCluster(t, 3, false, func(cfg *Config) {
+	c := newBubbleCluster(t, 3, false, func(cfg *Config) {
 		if seeded[cfg.ID] == "" {
 			seeded[cfg.ID] = filepath.Join(t.TempDir(), "data")
 			if _, err := RestoreDir(seeded[cfg.ID], bytes.NewReader(backup.Bytes()), cfg.ID, cfg.Peers); err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/zkd-io/zkd/jute"
@@ -13,7 +14,11 @@ import (
 )
 
 func TestClusterForwardingAndReadYourWrites(t *testing.T) {
-	c := newCluster(t, 3, false, nil)
+	synctest.Test(t, testClusterForwardingAndReadYourWrites)
+}
+
+func testClusterForwardingAndReadYourWrites(t *testing.T) {
+	c := newBubbleCluster(t, 3, false, nil)
 	leader := c.leader()
 	ctx := ctxT(t, 20*time.Second)
 	for _, f := range c.followers() {
@@ -43,8 +48,10 @@ func TestClusterForwardingAndReadYourWrites(t *testing.T) {
 	c.converge()
 }
 
-func TestSessionOrderPipelined(t *testing.T) {
-	c := newCluster(t, 3, true, nil)
+func TestSessionOrderPipelined(t *testing.T) { synctest.Test(t, testSessionOrderPipelined) }
+
+func testSessionOrderPipelined(t *testing.T) {
+	c := newBubbleCluster(t, 3, true, nil)
 	c.leader()
 	f := c.followers()[0]
 	ctx := ctxT(t, 20*time.Second)
@@ -77,8 +84,10 @@ func TestSessionOrderPipelined(t *testing.T) {
 	}
 }
 
-func TestSyncOnFollower(t *testing.T) {
-	c := newCluster(t, 3, true, func(cfg *Config) { cfg.CommitTimeout = 200 * time.Millisecond })
+func TestSyncOnFollower(t *testing.T) { synctest.Test(t, testSyncOnFollower) }
+
+func testSyncOnFollower(t *testing.T) {
+	c := newBubbleCluster(t, 3, true, func(cfg *Config) { cfg.CommitTimeout = 200 * time.Millisecond })
 	leader := c.leader()
 	ctx := ctxT(t, 20*time.Second)
 	for i := range 10 {
@@ -99,9 +108,16 @@ func TestSyncOnFollower(t *testing.T) {
 
 // writer proposes creates through node until stopped and records the acknowledged ones.
 type writer struct {
-	mu    sync.Mutex
-	acked map[string]int64
-	fails int
+	mu      sync.Mutex
+	changed sync.Cond // L is &mu; broadcast on each acknowledged write
+	acked   map[string]int64
+	fails   int
+}
+
+func newWriter() *writer {
+	w := &writer{acked: map[string]int64{}}
+	w.changed.L = &w.mu
+	return w
 }
 
 func (w *writer) run(t *testing.T, c *cluster, via func() *Node, prefix string, stop <-chan struct{}) {
@@ -121,15 +137,54 @@ func (w *writer) run(t *testing.T, c *cluster, via func() *Node, prefix string, 
 		w.mu.Lock()
 		if err == nil && res.Err == nil {
 			w.acked[path] = res.Zxid
+			w.changed.Broadcast()
 		} else {
 			w.fails++
 		}
 		w.mu.Unlock()
+		// A client's think time. In a synctest bubble the fake clock moves only while every
+		// goroutine waits: writers that never paused would freeze it, and with it every timer
+		// (elections, retry pauses) that another writer waits for.
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// count returns how many writes were acknowledged.
+func (w *writer) count() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.acked)
+}
+
+// waitAcked waits until n writes were acknowledged, and fails the test if that takes longer
+// than d. It waits for the writer, not for the clock: in a synctest bubble the fake clock stands
+// still while writes keep some goroutine busy, so a polling sleep would not return.
+func (w *writer) waitAcked(t *testing.T, n int, d time.Duration) {
+	t.Helper()
+	expired := false
+	tm := time.AfterFunc(d, func() {
+		w.mu.Lock()
+		expired = true
+		w.changed.Broadcast()
+		w.mu.Unlock()
+	})
+	defer tm.Stop()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for len(w.acked) < n {
+		if expired {
+			t.Fatalf("%d writes acknowledged after %v; want %d", len(w.acked), d, n)
+		}
+		w.changed.Wait()
 	}
 }
 
 func TestLeaderKillNoAcknowledgedWriteLost(t *testing.T) {
-	c := newCluster(t, 3, false, nil)
+	synctest.Test(t, testLeaderKillNoAcknowledgedWriteLost)
+}
+
+func testLeaderKillNoAcknowledgedWriteLost(t *testing.T) {
+	c := newBubbleCluster(t, 3, false, nil)
 	old := c.leader()
 	var mu sync.Mutex
 	targets := map[string]*Node{}
@@ -146,35 +201,22 @@ func TestLeaderKillNoAcknowledgedWriteLost(t *testing.T) {
 		if id == old.ID() {
 			continue
 		}
-		w := &writer{acked: map[string]int64{}}
+		w := newWriter()
 		ws[id] = w
 		wg.Go(func() { w.run(t, c, via(id), id+"-", stop) })
 	}
-	eventually(t, 10*time.Second, "some writes", func() bool {
-		for _, w := range ws {
-			w.mu.Lock()
-			n := len(w.acked)
-			w.mu.Unlock()
-			if n < 20 {
-				return false
-			}
-		}
-		return true
-	})
+	for _, w := range ws {
+		w.waitAcked(t, 20, 10*time.Second)
+	}
 	killed := time.Now()
-	before := c.running()[0].LastZxid()
 	c.stop(old.ID())
+	// Each writer gets 20 more writes acknowledged under the new leader.
+	for _, w := range ws {
+		w.waitAcked(t, w.count()+20, 10*time.Second)
+	}
+	resumed := time.Since(killed)
 	newLeader := c.leader()
-	var resumed time.Duration
-	eventually(t, 10*time.Second, "a write after the kill", func() bool {
-		if newLeader.LastZxid() > before+5 {
-			resumed = time.Since(killed)
-			return true
-		}
-		return false
-	})
-	t.Logf("leader %s killed; %s leads; writes resumed after %v", old.ID(), newLeader.ID(), resumed)
-	time.Sleep(200 * time.Millisecond) // let writes run under the new leader for a while
+	t.Logf("leader %s killed; %s leads; 20 more writes each after %v", old.ID(), newLeader.ID(), resumed)
 	close(stop)
 	wg.Wait()
 	c.converge()
@@ -194,7 +236,11 @@ func TestLeaderKillNoAcknowledgedWriteLost(t *testing.T) {
 }
 
 func TestMinorityPartitionCannotCommit(t *testing.T) {
-	c := newCluster(t, 3, false, func(cfg *Config) { cfg.HoldTimeout = 500 * time.Millisecond })
+	synctest.Test(t, testMinorityPartitionCannotCommit)
+}
+
+func testMinorityPartitionCannotCommit(t *testing.T) {
+	c := newBubbleCluster(t, 3, false, func(cfg *Config) { cfg.HoldTimeout = 500 * time.Millisecond })
 	leader := c.leader()
 	ctx := ctxT(t, 30*time.Second)
 	if _, err := leader.Propose(ctx, createReq("/before", nil, jute.ModePersistent)); err != nil {
@@ -203,7 +249,7 @@ func TestMinorityPartitionCannotCommit(t *testing.T) {
 	c.converge()
 
 	// Cut the leader off: it cannot commit; the majority elects a new leader and continues.
-	c.fab.Isolate(leader.ID(), c.ids)
+	c.net().Isolate(leader.ID(), c.ids)
 	res, err := leader.Propose(ctx, createReq("/minority", nil, jute.ModePersistent))
 	if err == nil {
 		t.Fatalf("isolated old leader committed a write: %+v", res)
@@ -251,7 +297,7 @@ func TestMinorityPartitionCannotCommit(t *testing.T) {
 		t.Fatalf("/minority applied on the isolated node")
 	}
 
-	c.fab.Heal()
+	c.net().Heal()
 	c.converge()
 	for _, n := range c.running() {
 		if _, _, ok := getData(t, n, "/minority"); ok {
@@ -284,9 +330,11 @@ func TestMinorityPartitionCannotCommit(t *testing.T) {
 	}
 }
 
-func TestFollowerCatchesUpBySnapshot(t *testing.T) {
+func TestFollowerCatchesUpBySnapshot(t *testing.T) { synctest.Test(t, testFollowerCatchesUpBySnapshot) }
+
+func testFollowerCatchesUpBySnapshot(t *testing.T) {
 	var restored sync.Map
-	c := newCluster(t, 3, false, func(cfg *Config) {
+	c := newBubbleCluster(t, 3, false, func(cfg *Config) {
 		cfg.SnapshotThreshold = 100
 		cfg.TrailingLogs = 20
 		// Small segments, so truncation after the snapshot really deletes the early entries
@@ -299,7 +347,11 @@ func TestFollowerCatchesUpBySnapshot(t *testing.T) {
 	lag := c.followers()[0]
 	c.stop(lag.ID())
 	ctx := ctxT(t, 30*time.Second)
-	for i := range 300 {
+	// 250 writes, not a multiple of SnapshotThreshold: the node asks for a snapshot every 100
+	// operations, and raft names a snapshot by term, index and millisecond, so on the bubble's
+	// clock (which stands still during file I/O) one asked for at the index of the explicit
+	// Snapshot below would take its name.
+	for i := range 250 {
 		res, err := leader.Propose(ctx, createReq(fmt.Sprintf("/c%03d", i), []byte("x"), jute.ModePersistent))
 		if err != nil || res.Err != nil {
 			t.Fatalf("write %d: %v %v", i, err, res.Err)
@@ -320,7 +372,11 @@ func TestFollowerCatchesUpBySnapshot(t *testing.T) {
 }
 
 func TestFiveNodesSurviveTwoFailuresAndSplit(t *testing.T) {
-	c := newCluster(t, 5, true, nil)
+	synctest.Test(t, testFiveNodesSurviveTwoFailuresAndSplit)
+}
+
+func testFiveNodesSurviveTwoFailuresAndSplit(t *testing.T) {
+	c := newBubbleCluster(t, 5, true, nil)
 	leader := c.leader()
 	ctx := ctxT(t, 30*time.Second)
 	// Kill the leader and one follower: three of five still commit.
@@ -340,25 +396,30 @@ func TestFiveNodesSurviveTwoFailuresAndSplit(t *testing.T) {
 	c.converge()
 	// Split 2 | 3: only the three commit.
 	minority := []string{c.ids[0], c.ids[1]}
-	c.fab.Partition(minority, c.ids)
+	c.net().Partition(minority, c.ids)
 	major := c.leader(c.ids[2:]...)
 	if res, err := major.Propose(ctx, createReq("/split", nil, jute.ModePersistent)); err != nil || res.Err != nil {
 		t.Fatalf("majority write: %v %v", err, res.Err)
 	}
+	synctest.Wait() // what was sent is delivered and applied: a minority node that could hear it has it
 	for _, id := range minority {
 		if _, _, ok := getData(t, c.nodes[id], "/split"); ok {
 			t.Fatalf("minority node %s applied a write of the majority while cut off", id)
 		}
 	}
-	c.fab.Heal()
+	c.net().Heal()
 	c.converge()
 }
 
 func TestSlowFollowerDoesNotSlowCommits(t *testing.T) {
-	c := newCluster(t, 3, true, nil)
+	synctest.Test(t, testSlowFollowerDoesNotSlowCommits)
+}
+
+func testSlowFollowerDoesNotSlowCommits(t *testing.T) {
+	c := newBubbleCluster(t, 3, true, nil)
 	leader := c.leader()
 	slow := c.followers()[0]
-	c.fab.Delay(leader.ID(), slow.ID(), 100*time.Millisecond)
+	c.net().Delay(leader.ID(), slow.ID(), 100*time.Millisecond)
 	ctx := ctxT(t, 30*time.Second)
 	start := time.Now()
 	var last int64
@@ -375,17 +436,19 @@ func TestSlowFollowerDoesNotSlowCommits(t *testing.T) {
 	if slow.LastZxid() >= last {
 		t.Logf("the slow follower kept up (%d >= %d)", slow.LastZxid(), last)
 	}
-	c.fab.Heal()
+	c.net().Heal()
 	c.converge()
 }
 
-func TestOneWayPartition(t *testing.T) {
-	c := newCluster(t, 3, true, nil)
+func TestOneWayPartition(t *testing.T) { synctest.Test(t, testOneWayPartition) }
+
+func testOneWayPartition(t *testing.T) {
+	c := newBubbleCluster(t, 3, true, nil)
 	leader := c.leader()
 	f := c.followers()[0]
 	// The leader can no longer reach f, though f can still dial the leader: f hears nothing, the
 	// other follower keeps the quorum, and pre-vote keeps f from disrupting it.
-	c.fab.CutOneWay(leader.ID(), f.ID())
+	c.net().CutOneWay(leader.ID(), f.ID())
 	ctx := ctxT(t, 30*time.Second)
 	for i := range 20 {
 		res, err := c.leader().Propose(ctx, createReq(fmt.Sprintf("/oneway%d", i), nil, jute.ModePersistent))
@@ -394,7 +457,7 @@ func TestOneWayPartition(t *testing.T) {
 		}
 	}
 	eventually(t, 5*time.Second, "the cut-off follower to stop serving", func() bool { return !f.Serving() })
-	c.fab.Heal()
+	c.net().Heal()
 	c.converge()
 	eventually(t, 5*time.Second, "the follower to serve again", f.Serving)
 }
@@ -402,8 +465,10 @@ func TestOneWayPartition(t *testing.T) {
 // TestForwardedCommitIsRelayed checks that a follower answering a forwarded write does not wait
 // for the leader's next AppendEntries to learn that the write committed: with a CommitTimeout of
 // a second, each write would otherwise take a second or more.
-func TestForwardedCommitIsRelayed(t *testing.T) {
-	c := newCluster(t, 3, false, func(cfg *Config) { cfg.CommitTimeout = time.Second })
+func TestForwardedCommitIsRelayed(t *testing.T) { synctest.Test(t, testForwardedCommitIsRelayed) }
+
+func testForwardedCommitIsRelayed(t *testing.T) {
+	c := newBubbleCluster(t, 3, false, func(cfg *Config) { cfg.CommitTimeout = time.Second })
 	c.leader()
 	f := c.followers()[0]
 	ctx := ctxT(t, 60*time.Second)
@@ -431,7 +496,11 @@ func TestForwardedCommitIsRelayed(t *testing.T) {
 // to the follower whose forwarded write it was (the answer to the forward carried the same
 // commit), while the other follower is still told of each write well within CommitTimeout.
 func TestForwarderHearsNoAnnouncementOfItsWrite(t *testing.T) {
-	c := newCluster(t, 3, false, func(cfg *Config) { cfg.CommitTimeout = time.Second })
+	synctest.Test(t, testForwarderHearsNoAnnouncementOfItsWrite)
+}
+
+func testForwarderHearsNoAnnouncementOfItsWrite(t *testing.T) {
+	c := newBubbleCluster(t, 3, false, func(cfg *Config) { cfg.CommitTimeout = time.Second })
 	c.leader()
 	fs := c.followers()
 	f, g := fs[0], fs[1]
@@ -464,8 +533,10 @@ func TestForwarderHearsNoAnnouncementOfItsWrite(t *testing.T) {
 // TestLeaderAnnouncesCommits checks that followers learn the leader's commits without waiting
 // for its idle AppendEntries (CommitTimeout is a second here): each write made on the leader
 // must be applied on both followers well within that. The followers themselves announce nothing.
-func TestLeaderAnnouncesCommits(t *testing.T) {
-	c := newCluster(t, 3, false, func(cfg *Config) { cfg.CommitTimeout = time.Second })
+func TestLeaderAnnouncesCommits(t *testing.T) { synctest.Test(t, testLeaderAnnouncesCommits) }
+
+func testLeaderAnnouncesCommits(t *testing.T) {
+	c := newBubbleCluster(t, 3, false, func(cfg *Config) { cfg.CommitTimeout = time.Second })
 	l := c.leader()
 	ctx := ctxT(t, 60*time.Second)
 	for i := range 10 {

@@ -12,10 +12,13 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/zkd-io/zkd/internal/storage"
+	"github.com/zkd-io/zkd/internal/testkit/memnet"
 	"github.com/zkd-io/zkd/jute"
 )
 
@@ -34,10 +37,21 @@ func standaloneConfig(t testing.TB, dir string) Config {
 	return Config{ID: "n1", Dir: dir, Listener: ln, Logger: testLogger(t), walSegmentSize: 32 << 10}
 }
 
+// memStandaloneConfig is standaloneConfig on an in-memory network (memnet), for a server in a
+// synctest bubble: a real socket's accept loop would keep the bubble's clock from moving.
+func memStandaloneConfig(t testing.TB, dir string) Config {
+	mn := memnet.New()
+	ln, err := mn.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Config{ID: "n1", Dir: dir, Listener: ln, Network: mn, Logger: testLogger(t), walSegmentSize: 32 << 10}
+}
+
 func buildDamageTemplate(t *testing.T) damageTemplate {
 	t.Helper()
 	dir := t.TempDir()
-	n, err := New(standaloneConfig(t, dir))
+	n, err := New(memStandaloneConfig(t, dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,22 +96,29 @@ func copyTree(t *testing.T, from, to string) {
 	}
 }
 
-// openDamaged starts a server on dir. It returns the error New gave, or the tree the server
+// openDamaged starts a server on dir, in the caller's synctest bubble. It returns the error New gave, or the tree the server
 // serves once it leads (and nil).
 func openDamaged(t *testing.T, dir string) ([]byte, error) {
 	t.Helper()
-	n, err := New(standaloneConfig(t, dir))
+	serving := make(chan struct{})
+	var once sync.Once
+	cfg := memStandaloneConfig(t, dir)
+	cfg.OnServing = func(on bool) {
+		if on {
+			once.Do(func() { close(serving) })
+		}
+	}
+	n, err := New(cfg)
 	if err != nil {
 		return nil, err
 	}
 	defer n.Shutdown()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	for !n.IsLeader() {
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("no leadership on a server that started: it hangs")
-		}
-		time.Sleep(10 * time.Millisecond)
+	select {
+	case <-serving:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("no leadership on a server that started: it hangs")
 	}
 	if err := n.Sync(ctx); err != nil {
 		return nil, fmt.Errorf("sync: %w", err)
@@ -110,7 +131,9 @@ func openDamaged(t *testing.T, dir string) ([]byte, error) {
 // its place. Every case either starts and serves exactly the tree the server held when it stopped
 // (damage in bytes no reader uses), or refuses to start with a DamageError naming the file. None
 // panics (a panic fails the test binary) or hangs.
-func TestDamagedFilesNeverServed(t *testing.T) {
+func TestDamagedFilesNeverServed(t *testing.T) { synctest.Test(t, testDamagedFilesNeverServed) }
+
+func testDamagedFilesNeverServed(t *testing.T) {
 	if testing.Short() {
 		t.Skip("corruption matrix")
 	}
@@ -234,10 +257,12 @@ func kindOf(rel string) string {
 // segment holds a prefix of an append that was never acknowledged (here: half of the bytes two
 // later appends added, over the metadata from before them). The server starts, serves exactly
 // the acknowledged tree, clears the torn bytes, and appends after them across restarts.
-func TestTornTailRecovered(t *testing.T) {
+func TestTornTailRecovered(t *testing.T) { synctest.Test(t, testTornTailRecovered) }
+
+func testTornTailRecovered(t *testing.T) {
 	tmpl := buildDamageTemplate(t)
 	later := copyDir(t, tmpl.dir)
-	n, err := New(standaloneConfig(t, later))
+	n, err := New(memStandaloneConfig(t, later))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,7 +302,7 @@ func TestTornTailRecovered(t *testing.T) {
 		t.Fatalf("%d torn bytes left after the start (%v)", rep.TornBytes, err)
 	}
 	// Appends continue after the recovered end, across a restart.
-	n, err = New(standaloneConfig(t, crashed))
+	n, err = New(memStandaloneConfig(t, crashed))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,7 +311,7 @@ func TestTornTailRecovered(t *testing.T) {
 		t.Fatal(err)
 	}
 	n.Shutdown()
-	n, err = New(standaloneConfig(t, crashed))
+	n, err = New(memStandaloneConfig(t, crashed))
 	if err != nil {
 		t.Fatalf("restart after appending past a torn tail: %v", err)
 	}
@@ -308,7 +333,11 @@ func TestTornTailRecovered(t *testing.T) {
 // taking writes. The operator's remedy, a fresh directory and a start as a member-to-be
 // (NoBootstrap, as zkd -join), brings it back with every acknowledged write.
 func TestDamagedMemberRefusesAndRejoins(t *testing.T) {
-	c := newCluster(t, 3, false, nil)
+	synctest.Test(t, testDamagedMemberRefusesAndRejoins)
+}
+
+func testDamagedMemberRefusesAndRejoins(t *testing.T) {
+	c := newBubbleCluster(t, 3, false, nil)
 	ctx := ctxT(t, 60*time.Second)
 	l := c.leader()
 	data := bytes.Repeat([]byte("payload-"), 16)
@@ -337,7 +366,7 @@ func TestDamagedMemberRefusesAndRejoins(t *testing.T) {
 	if err := os.WriteFile(seg, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := c.fab.Node(victim).Listen(c.addrs[victim])
+	ln, err := c.network(victim).Listen(c.addrs[victim])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -379,9 +408,11 @@ func TestDamagedMemberRefusesAndRejoins(t *testing.T) {
 // TestRebuildOnDamage: with RebuildOnDamage, a cluster member whose log is damaged sets its
 // directory aside, keeps its term and vote, and comes back empty to be filled by the leader with
 // every acknowledged write.
-func TestRebuildOnDamage(t *testing.T) {
+func TestRebuildOnDamage(t *testing.T) { synctest.Test(t, testRebuildOnDamage) }
+
+func testRebuildOnDamage(t *testing.T) {
 	rebuild := ""
-	c := newCluster(t, 3, false, func(cfg *Config) { cfg.RebuildOnDamage = cfg.ID == rebuild })
+	c := newBubbleCluster(t, 3, false, func(cfg *Config) { cfg.RebuildOnDamage = cfg.ID == rebuild })
 	ctx := ctxT(t, 60*time.Second)
 	l := c.leader()
 	data := bytes.Repeat([]byte("payload-"), 16)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/zkd-io/zkd/jute"
@@ -33,8 +34,10 @@ func TestConfigValidate(t *testing.T) {
 }
 
 // A follower without a leader fails with ErrNoLeader after HoldTimeout and proposes nothing.
-func TestNoLeaderFailsSafely(t *testing.T) {
-	c := newCluster(t, 3, true, func(cfg *Config) { cfg.HoldTimeout = 700 * time.Millisecond })
+func TestNoLeaderFailsSafely(t *testing.T) { synctest.Test(t, testNoLeaderFailsSafely) }
+
+func testNoLeaderFailsSafely(t *testing.T) {
+	c := newBubbleCluster(t, 3, true, func(cfg *Config) { cfg.HoldTimeout = 700 * time.Millisecond })
 	c.leader()
 	f := c.followers()[0]
 	for _, n := range c.running() {
@@ -68,8 +71,10 @@ func TestNoLeaderFailsSafely(t *testing.T) {
 }
 
 // Start blocks once MaxOutstanding proposals are outstanding, until its ctx ends.
-func TestOutstandingProposalsBounded(t *testing.T) {
-	c := newCluster(t, 3, true, func(cfg *Config) {
+func TestOutstandingProposalsBounded(t *testing.T) { synctest.Test(t, testOutstandingProposalsBounded) }
+
+func testOutstandingProposalsBounded(t *testing.T) {
+	c := newBubbleCluster(t, 3, true, func(cfg *Config) {
 		cfg.MaxOutstanding = 1
 		cfg.HoldTimeout = 1500 * time.Millisecond
 	})

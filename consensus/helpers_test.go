@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/zkd-io/zkd/internal/storage"
+	"github.com/zkd-io/zkd/internal/testkit/memnet"
 	"github.com/zkd-io/zkd/internal/testkit/raftnet"
 	"github.com/zkd-io/zkd/jute"
 	"github.com/zkd-io/zkd/znode"
@@ -60,7 +61,11 @@ func snapshotBytes(t testing.TB, n *Node) []byte {
 	return b.Bytes()
 }
 
-// eventually polls cond until it holds or the deadline passes.
+// eventually polls cond until it holds or the deadline passes. Inside a synctest bubble (a
+// newBubbleCluster test) the sleep and the deadline are the bubble's fake clock: the sleep ends
+// only once every goroutine of the bubble waits, so no real time passes, but a test whose own
+// goroutines never wait (a writer that never pauses) would freeze the clock; wait on those
+// goroutines instead (see writer.waitAcked).
 func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
@@ -105,10 +110,12 @@ func (r *applyRecorder) has(zxid int64) bool {
 }
 
 // cluster is an in-process cluster of nodes on real loopback TCP through a raftnet.Fabric, each
-// with its own bolt store in a temp dir (or in memory).
+// with its own bolt store in a temp dir (or in memory). A cluster made by newBubbleCluster runs
+// on a memnet.Net instead, inside the caller's testing/synctest bubble.
 type cluster struct {
 	t      testing.TB
-	fab    *raftnet.Fabric
+	fab    *raftnet.Fabric // nil in a bubble
+	mem    *memnet.Net     // nil outside a bubble
 	ids    []string
 	addrs  map[string]string
 	dirs   map[string]string
@@ -120,12 +127,57 @@ type cluster struct {
 
 func newCluster(t testing.TB, size int, memory bool, tweak func(*Config)) *cluster {
 	t.Helper()
-	c := &cluster{t: t, fab: raftnet.New(), addrs: map[string]string{}, dirs: map[string]string{},
-		nodes: map[string]*Node{}, recs: map[string]*applyRecorder{}, tweak: tweak, memory: memory}
+	c := &cluster{t: t, fab: raftnet.New()}
+	c.init(size, memory, tweak)
+	return c
+}
+
+// newBubbleCluster is newCluster on an in-memory network, for a test running inside a
+// testing/synctest bubble (synctest.Test): its nodes' clocks are the bubble's fake clock, and
+// it must be shut down (as Cleanup does) before the bubble ends.
+func newBubbleCluster(t *testing.T, size int, memory bool, tweak func(*Config)) *cluster {
+	t.Helper()
+	c := &cluster{t: t, mem: memnet.New()}
+	c.init(size, memory, tweak)
+	return c
+}
+
+// faults is the fault injection that raftnet.Fabric and memnet.Net have in common.
+type faults interface {
+	Cut(a, b string)
+	CutOneWay(from, to string)
+	Partition(group, all []string)
+	Isolate(node string, all []string)
+	Delay(a, b string, d time.Duration)
+	Heal()
+	Dropped() int
+}
+
+// net returns the cluster's network, to inject faults.
+func (c *cluster) net() faults {
+	if c.mem != nil {
+		return c.mem
+	}
+	return c.fab
+}
+
+// network returns node id's view of the cluster's network.
+func (c *cluster) network(id string) Network {
+	if c.mem != nil {
+		return c.mem.Node(id)
+	}
+	return c.fab.Node(id)
+}
+
+func (c *cluster) init(size int, memory bool, tweak func(*Config)) {
+	t := c.t
+	t.Helper()
+	c.addrs, c.dirs, c.nodes, c.recs = map[string]string{}, map[string]string{}, map[string]*Node{}, map[string]*applyRecorder{}
+	c.tweak, c.memory = tweak, memory
 	lns := map[string]net.Listener{}
 	for i := 1; i <= size; i++ {
 		id := fmt.Sprintf("n%d", i)
-		ln, err := c.fab.Node(id).Listen("127.0.0.1:0")
+		ln, err := c.network(id).Listen("127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -140,7 +192,6 @@ func newCluster(t testing.TB, size int, memory bool, tweak func(*Config)) *clust
 		c.startWith(id, lns[id])
 	}
 	t.Cleanup(c.shutdown)
-	return c
 }
 
 func (c *cluster) peers() []Peer {
@@ -158,7 +209,7 @@ func (c *cluster) config(id string, ln net.Listener) Config {
 		ID:       id,
 		Dir:      c.dirs[id],
 		Listener: ln,
-		Network:  c.fab.Node(id),
+		Network:  c.network(id),
 		Peers:    c.peers(),
 		Logger:   testLogger(c.t).With("test", c.t.Name()),
 		OnApply:  rec.hook,
@@ -189,7 +240,7 @@ func (c *cluster) start(id string) {
 	var err error
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		ln, err = c.fab.Node(id).Listen(c.addrs[id])
+		ln, err = c.network(id).Listen(c.addrs[id])
 		if err == nil || time.Now().After(deadline) {
 			break
 		}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/zkd-io/zkd/jute"
@@ -16,7 +17,7 @@ import (
 // join starts a new member-to-be and registers it with the cluster helper.
 func (c *cluster) join(id string) *Node {
 	c.t.Helper()
-	ln, err := c.fab.Node(id).Listen("127.0.0.1:0")
+	ln, err := c.network(id).Listen("127.0.0.1:0")
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -50,8 +51,10 @@ func memberIDs(t *testing.T, n *Node) []string {
 	return ids
 }
 
-func TestMembershipAddRemoveTransfer(t *testing.T) {
-	c := newCluster(t, 3, false, nil)
+func TestMembershipAddRemoveTransfer(t *testing.T) { synctest.Test(t, testMembershipAddRemoveTransfer) }
+
+func testMembershipAddRemoveTransfer(t *testing.T) {
+	c := newBubbleCluster(t, 3, false, nil)
 	leader := c.leader()
 	ctx := ctxT(t, 30*time.Second)
 	for i := range 30 {
@@ -118,42 +121,46 @@ func (l *lockedBuffer) String() string {
 
 // A member removed by a membership change says so in plain words, once.
 func TestRemovedMemberSaysSo(t *testing.T) {
-	const said = "this server was removed from the cluster by a membership change"
 	for _, whileDown := range []bool{false, true} {
 		t.Run(map[bool]string{false: "live", true: "while-down"}[whileDown], func(t *testing.T) {
-			var logs lockedBuffer
-			c := newCluster(t, 3, false, func(cfg *Config) {
-				if cfg.ID == "n3" {
-					cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
-				}
-			})
-			leader := c.leader()
-			if leader.ID() == "n3" {
-				if err := leader.TransferLeadership(ctxT(t, 10*time.Second)); err != nil {
-					t.Fatal(err)
-				}
-				leader = c.leader("n1", "n2")
-			}
-			if whileDown {
-				// n3 cannot receive the change that removes it: it comes back with the old
-				// configuration and must learn from its former peers.
-				c.stop("n3")
-			}
-			if err := leader.RemoveServer(ctxT(t, 10*time.Second), "n3"); err != nil {
-				t.Fatal(err)
-			}
-			if whileDown {
-				c.start("n3")
-			}
-			// Whether or not the leader's last send of the change reached n3, it says so, once.
-			eventually(t, 15*time.Second, "n3 to say it was removed", func() bool { return strings.Contains(logs.String(), said) })
-			time.Sleep(300 * time.Millisecond) // a few more serving checks: the message is not repeated
-			if n := strings.Count(logs.String(), said); n != 1 {
-				t.Fatalf("said %d times; want once:\n%s", n, logs.String())
-			}
-			if c.nodes["n3"].Serving() {
-				t.Fatal("the removed server serves")
-			}
+			synctest.Test(t, func(t *testing.T) { testRemovedMemberSaysSo(t, whileDown) })
 		})
+	}
+}
+
+func testRemovedMemberSaysSo(t *testing.T, whileDown bool) {
+	const said = "this server was removed from the cluster by a membership change"
+	var logs lockedBuffer
+	c := newBubbleCluster(t, 3, false, func(cfg *Config) {
+		if cfg.ID == "n3" {
+			cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+		}
+	})
+	leader := c.leader()
+	if leader.ID() == "n3" {
+		if err := leader.TransferLeadership(ctxT(t, 10*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		leader = c.leader("n1", "n2")
+	}
+	if whileDown {
+		// n3 cannot receive the change that removes it: it comes back with the old
+		// configuration and must learn from its former peers.
+		c.stop("n3")
+	}
+	if err := leader.RemoveServer(ctxT(t, 10*time.Second), "n3"); err != nil {
+		t.Fatal(err)
+	}
+	if whileDown {
+		c.start("n3")
+	}
+	// Whether or not the leader's last send of the change reached n3, it says so, once.
+	eventually(t, 15*time.Second, "n3 to say it was removed", func() bool { return strings.Contains(logs.String(), said) })
+	time.Sleep(300 * time.Millisecond) // fake clock (synctest): a few more serving checks; the message is not repeated
+	if n := strings.Count(logs.String(), said); n != 1 {
+		t.Fatalf("said %d times; want once:\n%s", n, logs.String())
+	}
+	if c.nodes["n3"].Serving() {
+		t.Fatal("the removed server serves")
 	}
 }

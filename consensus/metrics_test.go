@@ -3,6 +3,7 @@ package consensus
 import (
 	"fmt"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/zkd-io/zkd/jute"
@@ -11,8 +12,10 @@ import (
 // TestMetricsOfACluster checks the measurements mntr and /metrics read, on a real 3-node
 // cluster after real writes: the leader's view of its followers (lag, synced), the log and apply
 // timings, and what each side counts.
-func TestMetricsOfACluster(t *testing.T) {
-	c := newCluster(t, 3, true, nil)
+func TestMetricsOfACluster(t *testing.T) { synctest.Test(t, testMetricsOfACluster) }
+
+func testMetricsOfACluster(t *testing.T) {
+	c := newBubbleCluster(t, 3, true, nil)
 	leader := c.leader()
 	ctx := ctxT(t, 30*time.Second)
 	const writes = 20

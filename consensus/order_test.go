@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/zkd-io/zkd/jute"
@@ -14,7 +15,11 @@ import (
 // every replica. (Before the session rules moved into Apply, the leader checked liveness only for
 // ephemeral creates, and such a write took effect after its session's end.)
 func TestWriteOfExpiredSessionRefused(t *testing.T) {
-	c := newCluster(t, 3, true, func(cfg *Config) { cfg.TickTime = 100 * time.Millisecond })
+	synctest.Test(t, testWriteOfExpiredSessionRefused)
+}
+
+func testWriteOfExpiredSessionRefused(t *testing.T) {
+	c := newBubbleCluster(t, 3, true, func(cfg *Config) { cfg.TickTime = 100 * time.Millisecond })
 	leader := c.leader()
 	f := c.followers()[0]
 	ctx := ctxT(t, 30*time.Second)
@@ -27,7 +32,7 @@ func TestWriteOfExpiredSessionRefused(t *testing.T) {
 	}
 	// The follower's link to the leader becomes slow: the write, and the session's touches,
 	// arrive after the session's timeout, so the leader expires it first.
-	c.fab.Delay(f.ID(), leader.ID(), 2*time.Second)
+	c.net().Delay(f.ID(), leader.ID(), 2*time.Second)
 	p := createReq("/late", nil, jute.ModePersistent)
 	p.Session, p.Attach, p.Seq = s.ID, attach, 1
 	res, err := f.Propose(ctx, p)
@@ -37,7 +42,7 @@ func TestWriteOfExpiredSessionRefused(t *testing.T) {
 	if res.Err != jute.CodeSessionExpired {
 		t.Fatalf("write of an expired session: %v at zxid %d; want SessionExpired", res.Err, res.Zxid)
 	}
-	c.fab.Heal()
+	c.net().Heal()
 	c.converge()
 	for _, n := range c.running() {
 		if _, _, ok := getData(t, n, "/late"); ok {
@@ -54,7 +59,11 @@ func TestWriteOfExpiredSessionRefused(t *testing.T) {
 // and once the session attached again (a larger token from ValidateSession) the old attachment's
 // writes are refused too. Tokens grow across a change of leader.
 func TestOrderedWritesThroughFollower(t *testing.T) {
-	c := newCluster(t, 3, true, nil)
+	synctest.Test(t, testOrderedWritesThroughFollower)
+}
+
+func testOrderedWritesThroughFollower(t *testing.T) {
+	c := newBubbleCluster(t, 3, true, nil)
 	c.leader()
 	f := c.followers()[0]
 	ctx := ctxT(t, 30*time.Second)
@@ -126,8 +135,10 @@ func TestOrderedWritesThroughFollower(t *testing.T) {
 // TestRetryOnlyAlone: a write that was not proposed is resubmitted only when it is its session's
 // one unsettled proposal. A later write is never resubmitted alone while an earlier one's outcome
 // is unknown (the server closes the connection instead).
-func TestRetryOnlyAlone(t *testing.T) {
-	c := newCluster(t, 1, true, nil)
+func TestRetryOnlyAlone(t *testing.T) { synctest.Test(t, testRetryOnlyAlone) }
+
+func testRetryOnlyAlone(t *testing.T) {
+	c := newBubbleCluster(t, 1, true, nil)
 	ps := c.leader().props
 	register := func(session int64, seq uint64) *Pending {
 		p := &Pending{c: &command{session: session, seq: seq}, done: make(chan struct{})}

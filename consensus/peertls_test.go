@@ -9,6 +9,7 @@ import (
 	"net"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/zkd-io/zkd/internal/peernet"
@@ -44,6 +45,13 @@ func tlsCluster(t *testing.T, memory bool, tlsOf func(id string) *PeerTLS) *clus
 	return newCluster(t, 3, memory, func(cfg *Config) { cfg.TLS = tlsOf(cfg.ID) })
 }
 
+// tlsBubbleCluster is tlsCluster on memnet, for a test inside a synctest bubble. Certificates
+// must be issued inside the bubble too: their validity is checked against its clock.
+func tlsBubbleCluster(t *testing.T, memory bool, tlsOf func(id string) *PeerTLS) *cluster {
+	t.Helper()
+	return newBubbleCluster(t, 3, memory, func(cfg *Config) { cfg.TLS = tlsOf(cfg.ID) })
+}
+
 func refusedBy(n *Node) int64 {
 	if n.tls == nil {
 		return 0
@@ -62,12 +70,16 @@ func writeVia(t *testing.T, n *Node, path string) int64 {
 }
 
 func TestPeerTLSClusterServesAndFailsOver(t *testing.T) {
+	synctest.Test(t, testPeerTLSClusterServesAndFailsOver)
+}
+
+func testPeerTLSClusterServesAndFailsOver(t *testing.T) {
 	pki := newTestPKI(t)
 	certs := map[string]*PeerTLS{}
 	for _, id := range []string{"n1", "n2", "n3"} {
 		certs[id] = pki.peerTLS(pki.member(t, id))
 	}
-	c := tlsCluster(t, true, func(id string) *PeerTLS { return certs[id] })
+	c := tlsBubbleCluster(t, true, func(id string) *PeerTLS { return certs[id] })
 	old := c.leader()
 	for _, n := range c.running() {
 		writeVia(t, n, "/via-"+n.ID()) // followers forward over the cluster RPC, under TLS
@@ -94,13 +106,15 @@ func TestPeerTLSClusterServesAndFailsOver(t *testing.T) {
 // TestPeerTLSRelay: under TLS a follower still hands the leader's commit announcements to its
 // own Raft (in-process, relay.go), so forwarded writes do not wait for the
 // leader's idle AppendEntries (a second here).
-func TestPeerTLSRelay(t *testing.T) {
+func TestPeerTLSRelay(t *testing.T) { synctest.Test(t, testPeerTLSRelay) }
+
+func testPeerTLSRelay(t *testing.T) {
 	pki := newTestPKI(t)
 	certs := map[string]*PeerTLS{}
 	for _, id := range []string{"n1", "n2", "n3"} {
 		certs[id] = pki.peerTLS(pki.member(t, id))
 	}
-	c := newCluster(t, 3, true, func(cfg *Config) { cfg.TLS, cfg.CommitTimeout = certs[cfg.ID], time.Second })
+	c := newBubbleCluster(t, 3, true, func(cfg *Config) { cfg.TLS, cfg.CommitTimeout = certs[cfg.ID], time.Second })
 	c.leader()
 	f := c.followers()[0]
 	const writes = 10
@@ -123,8 +137,10 @@ func TestPeerTLSRelay(t *testing.T) {
 // it never receives their writes. With hostname verification off, a certificate for another host
 // is a member's: that case must join, or the test could not tell.
 func TestPeerTLSOutsiderCannotJoin(t *testing.T) {
-	pki := newTestPKI(t)
-	rogue := zktest.NewCA(t, "rogue CA")
+	// Each case runs in its own synctest bubble, its certificates issued there: their validity is
+	// checked against the bubble's clock.
+	var pki *testPKI
+	var rogue *zktest.CA
 	cases := []struct {
 		name string
 		n3   func(t *testing.T) *PeerTLS
@@ -150,34 +166,37 @@ func TestPeerTLSOutsiderCannotJoin(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			cfgs := map[string]*PeerTLS{"n1": pki.peerTLS(pki.member(t, "n1")), "n2": pki.peerTLS(pki.member(t, "n2")), "n3": tc.n3(t)}
-			for _, pt := range cfgs {
-				if pt != nil {
-					pt.SkipHostnameVerification = tc.skip
+			synctest.Test(t, func(t *testing.T) {
+				pki, rogue = newTestPKI(t), zktest.NewCA(t, "rogue CA")
+				cfgs := map[string]*PeerTLS{"n1": pki.peerTLS(pki.member(t, "n1")), "n2": pki.peerTLS(pki.member(t, "n2")), "n3": tc.n3(t)}
+				for _, pt := range cfgs {
+					if pt != nil {
+						pt.SkipHostnameVerification = tc.skip
+					}
 				}
-			}
-			c := tlsCluster(t, true, func(id string) *PeerTLS { return cfgs[id] })
-			if tc.join {
-				writeVia(t, c.leader(), "/x")
-				c.converge()
-				return
-			}
-			l := c.leader("n1", "n2")
-			zxid := writeVia(t, l, "/x")
-			n3 := c.nodes["n3"]
-			// n3 campaigns (it never hears a leader) and is refused by n1 and n2.
-			eventually(t, 10*time.Second, "n1 and n2 to refuse n3", func() bool {
-				return refusedBy(c.nodes["n1"]) > 0 && refusedBy(c.nodes["n2"]) > 0
+				c := tlsBubbleCluster(t, true, func(id string) *PeerTLS { return cfgs[id] })
+				if tc.join {
+					writeVia(t, c.leader(), "/x")
+					c.converge()
+					return
+				}
+				l := c.leader("n1", "n2")
+				zxid := writeVia(t, l, "/x")
+				n3 := c.nodes["n3"]
+				// n3 campaigns (it never hears a leader) and is refused by n1 and n2.
+				eventually(t, 10*time.Second, "n1 and n2 to refuse n3", func() bool {
+					return refusedBy(c.nodes["n1"]) > 0 && refusedBy(c.nodes["n2"]) > 0
+				})
+				if l2 := c.leader("n1", "n2"); l2.IsLeader() {
+					writeVia(t, l2, "/y")
+				}
+				if got := n3.LastZxid(); got >= zxid {
+					t.Errorf("n3 applied zxid %d (write at %d) although it is not let in", got, zxid)
+				}
+				if id, _ := n3.Leader(); id != "" {
+					t.Errorf("n3 knows leader %q although it is not let in", id)
+				}
 			})
-			if l2 := c.leader("n1", "n2"); l2.IsLeader() {
-				writeVia(t, l2, "/y")
-			}
-			if got := n3.LastZxid(); got >= zxid {
-				t.Errorf("n3 applied zxid %d (write at %d) although it is not let in", got, zxid)
-			}
-			if id, _ := n3.Leader(); id != "" {
-				t.Errorf("n3 knows leader %q although it is not let in", id)
-			}
 		})
 	}
 }
@@ -294,14 +313,16 @@ func TestPeerTLSOutsiderCannotCallRaftOrRPC(t *testing.T) {
 
 // TestPeerTLSJoin adds a member-to-be (no Peers, no Raft state) to a TLS cluster: the leader
 // reaches it over TLS, it catches up and its writes are forwarded.
-func TestPeerTLSJoin(t *testing.T) {
+func TestPeerTLSJoin(t *testing.T) { synctest.Test(t, testPeerTLSJoin) }
+
+func testPeerTLSJoin(t *testing.T) {
 	pki := newTestPKI(t)
 	var mu sync.Mutex
 	cfgs := map[string]*PeerTLS{}
 	for _, id := range []string{"n1", "n2", "n3", "n4"} {
 		cfgs[id] = pki.peerTLS(pki.member(t, id))
 	}
-	c := tlsCluster(t, true, func(id string) *PeerTLS {
+	c := tlsBubbleCluster(t, true, func(id string) *PeerTLS {
 		mu.Lock()
 		defer mu.Unlock()
 		return cfgs[id]
@@ -326,11 +347,13 @@ func TestPeerTLSJoin(t *testing.T) {
 // it, restarting one member at a time, with a quorum serving writes after every step:
 // portUnification on everywhere (dial plaintext, accept both), then sslQuorum on (dial TLS,
 // accept both), then portUnification off (TLS only).
-func TestPeerTLSRollingUpgrade(t *testing.T) {
+func TestPeerTLSRollingUpgrade(t *testing.T) { synctest.Test(t, testPeerTLSRollingUpgrade) }
+
+func testPeerTLSRollingUpgrade(t *testing.T) {
 	pki := newTestPKI(t)
 	var mu sync.Mutex
 	cfgs := map[string]*PeerTLS{}
-	c := tlsCluster(t, false, func(id string) *PeerTLS {
+	c := tlsBubbleCluster(t, false, func(id string) *PeerTLS {
 		mu.Lock()
 		defer mu.Unlock()
 		return cfgs[id]

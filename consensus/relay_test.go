@@ -3,6 +3,7 @@ package consensus
 import (
 	"bufio"
 	"testing"
+	"testing/synctest"
 
 	"github.com/zkd-io/zkd/internal/peernet"
 )
@@ -46,8 +47,10 @@ func TestRelayWaitsForTheEntry(t *testing.T) {
 // gets no reply, and one with an id (how earlier leaders sent them) still does. The first reply
 // on the connection must be to the request that follows the announcement: the server answers an
 // announcement on its reading goroutine, before it even reads the next request.
-func TestAnnouncementWantsNoReply(t *testing.T) {
-	c := newCluster(t, 3, true, nil)
+func TestAnnouncementWantsNoReply(t *testing.T) { synctest.Test(t, testAnnouncementWantsNoReply) }
+
+func testAnnouncementWantsNoReply(t *testing.T) {
+	c := newBubbleCluster(t, 3, true, nil)
 	c.leader()
 	f := c.followers()[0]
 	conn, err := f.cfg.Network.Dial(t.Context(), f.Addr())

@@ -3,6 +3,7 @@ package consensus
 import (
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/zkd-io/zkd/jute"
@@ -33,8 +34,10 @@ func toucher(t *testing.T, n func() *Node, ids []int64, every time.Duration) (st
 	return stop
 }
 
-func TestCreateSessionIDs(t *testing.T) {
-	c := newCluster(t, 3, true, nil)
+func TestCreateSessionIDs(t *testing.T) { synctest.Test(t, testCreateSessionIDs) }
+
+func testCreateSessionIDs(t *testing.T) {
+	c := newBubbleCluster(t, 3, true, nil)
 	c.leader()
 	ctx := ctxT(t, 10*time.Second)
 	seen := map[int64]bool{}
@@ -57,7 +60,11 @@ func TestCreateSessionIDs(t *testing.T) {
 }
 
 func TestSessionExpiryDeletesEphemeralsOnce(t *testing.T) {
-	c := newCluster(t, 3, true, func(cfg *Config) { cfg.TickTime = 100 * time.Millisecond })
+	synctest.Test(t, testSessionExpiryDeletesEphemeralsOnce)
+}
+
+func testSessionExpiryDeletesEphemeralsOnce(t *testing.T) {
+	c := newBubbleCluster(t, 3, true, func(cfg *Config) { cfg.TickTime = 100 * time.Millisecond })
 	leader := c.leader()
 	f := c.followers()[0]
 	ctx := ctxT(t, 20*time.Second)
@@ -84,7 +91,7 @@ func TestSessionExpiryDeletesEphemeralsOnce(t *testing.T) {
 		if _, ok := leader.View().Session(s.ID); !ok {
 			t.Fatalf("session expired although its client kept pinging")
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // fake clock (synctest)
 	}
 	if ok, _, err := f.ValidateSession(ctx, s.ID); err != nil || !ok {
 		t.Fatalf("ValidateSession(live) = %v, %v", ok, err)
@@ -100,7 +107,7 @@ func TestSessionExpiryDeletesEphemeralsOnce(t *testing.T) {
 	})
 	c.converge()
 	// Let a few more expiry rounds pass: nothing may be deleted twice.
-	time.Sleep(500 * time.Millisecond)
+	time.Sleep(500 * time.Millisecond) // fake clock (synctest)
 	c.converge()
 	for _, n := range c.running() {
 		for _, path := range []string{"/e1", "/e2"} {
@@ -122,7 +129,11 @@ func TestSessionExpiryDeletesEphemeralsOnce(t *testing.T) {
 }
 
 func TestPingingSessionSurvivesLeaderChange(t *testing.T) {
-	c := newCluster(t, 3, true, func(cfg *Config) { cfg.TickTime = 100 * time.Millisecond })
+	synctest.Test(t, testPingingSessionSurvivesLeaderChange)
+}
+
+func testPingingSessionSurvivesLeaderChange(t *testing.T) {
+	c := newBubbleCluster(t, 3, true, func(cfg *Config) { cfg.TickTime = 100 * time.Millisecond })
 	old := c.leader()
 	f := c.followers()[0]
 	ctx := ctxT(t, 20*time.Second)
@@ -146,15 +157,17 @@ func TestPingingSessionSurvivesLeaderChange(t *testing.T) {
 				t.Fatalf("pinging session expired on %s after the leader change to %s", n.ID(), nl.ID())
 			}
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // fake clock (synctest)
 	}
 	if _, _, ok := getData(t, f, "/owned"); !ok {
 		t.Fatalf("ephemeral of the live session is gone")
 	}
 }
 
-func TestReapEmptyContainer(t *testing.T) {
-	c := newCluster(t, 3, true, func(cfg *Config) { cfg.ReapInterval = 50 * time.Millisecond })
+func TestReapEmptyContainer(t *testing.T) { synctest.Test(t, testReapEmptyContainer) }
+
+func testReapEmptyContainer(t *testing.T) {
+	c := newBubbleCluster(t, 3, true, func(cfg *Config) { cfg.ReapInterval = 50 * time.Millisecond })
 	leader := c.leader()
 	f := c.followers()[0]
 	ctx := ctxT(t, 10*time.Second)
@@ -166,7 +179,7 @@ func TestReapEmptyContainer(t *testing.T) {
 		t.Fatalf("create child: %v %v", err, res.Err)
 	}
 	// While it has a child it stays.
-	time.Sleep(200 * time.Millisecond)
+	time.Sleep(200 * time.Millisecond) // fake clock (synctest): four reap intervals
 	if _, _, ok := getData(t, leader, "/c"); !ok {
 		t.Fatalf("container with a child was reaped")
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/zkd-io/zkd/jute"
@@ -13,57 +14,63 @@ import (
 func TestSingleNodeWriteRead(t *testing.T) {
 	for _, memory := range []bool{true, false} {
 		t.Run(fmt.Sprintf("memory=%v", memory), func(t *testing.T) {
-			c := newCluster(t, 1, memory, nil)
-			n := c.leader()
-			ctx := ctxT(t, 10*time.Second)
-
-			res, err := n.Propose(ctx, createReq("/a", []byte("one"), jute.ModePersistent))
-			if err != nil || res.Err != nil {
-				t.Fatalf("create = %v, %v; want success", err, res.Err)
-			}
-			if cr, ok := res.Resp.(*jute.CreateResponse); !ok || cr.Path != "/a" {
-				t.Fatalf("create response = %#v", res.Resp)
-			}
-			// The reply goes out only after the local apply and the hook.
-			if n.LastZxid() < res.Zxid || !c.recs[n.ID()].has(res.Zxid) {
-				t.Fatalf("after Propose: LastZxid %d, hook saw zxid %d: %v", n.LastZxid(), res.Zxid, c.recs[n.ID()].has(res.Zxid))
-			}
-			if res.Events == nil || res.Events[0].Type != jute.EventNodeCreated {
-				t.Fatalf("events = %v; want NodeCreated", res.Events)
-			}
-			data, st, ok := getData(t, n, "/a")
-			if !ok || string(data) != "one" || st.Czxid != res.Zxid {
-				t.Fatalf("getData(/a) = %q %+v %v", data, st, ok)
-			}
-
-			// A failed write still gets a zxid, and the tree's last zxid moves on.
-			bad, err := n.Propose(ctx, setReq("/a", []byte("x"), 7))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !errors.Is(bad.Err, jute.CodeBadVersion) || bad.Zxid <= res.Zxid {
-				t.Fatalf("setData with bad version = zxid %d err %v; want BadVersion at a zxid > %d", bad.Zxid, bad.Err, res.Zxid)
-			}
-			if v := n.View(); v.Zxid() != bad.Zxid {
-				t.Fatalf("view zxid = %d; want %d", v.Zxid(), bad.Zxid)
-			}
-
-			ok2, err := n.Propose(ctx, setReq("/a", []byte("two"), 0))
-			if err != nil || ok2.Err != nil {
-				t.Fatalf("setData = %v %v", err, ok2.Err)
-			}
-			if data, _, _ := getData(t, n, "/a"); string(data) != "two" {
-				t.Fatalf("getData(/a) = %q; want two", data)
-			}
-			if err := n.Sync(ctx); err != nil {
-				t.Fatalf("sync: %v", err)
-			}
+			synctest.Test(t, func(t *testing.T) { testSingleNodeWriteRead(t, memory) })
 		})
 	}
 }
 
-func TestProposeRejectsBadRequests(t *testing.T) {
-	c := newCluster(t, 1, true, nil)
+func testSingleNodeWriteRead(t *testing.T, memory bool) {
+	c := newBubbleCluster(t, 1, memory, nil)
+	n := c.leader()
+	ctx := ctxT(t, 10*time.Second)
+
+	res, err := n.Propose(ctx, createReq("/a", []byte("one"), jute.ModePersistent))
+	if err != nil || res.Err != nil {
+		t.Fatalf("create = %v, %v; want success", err, res.Err)
+	}
+	if cr, ok := res.Resp.(*jute.CreateResponse); !ok || cr.Path != "/a" {
+		t.Fatalf("create response = %#v", res.Resp)
+	}
+	// The reply goes out only after the local apply and the hook.
+	if n.LastZxid() < res.Zxid || !c.recs[n.ID()].has(res.Zxid) {
+		t.Fatalf("after Propose: LastZxid %d, hook saw zxid %d: %v", n.LastZxid(), res.Zxid, c.recs[n.ID()].has(res.Zxid))
+	}
+	if res.Events == nil || res.Events[0].Type != jute.EventNodeCreated {
+		t.Fatalf("events = %v; want NodeCreated", res.Events)
+	}
+	data, st, ok := getData(t, n, "/a")
+	if !ok || string(data) != "one" || st.Czxid != res.Zxid {
+		t.Fatalf("getData(/a) = %q %+v %v", data, st, ok)
+	}
+
+	// A failed write still gets a zxid, and the tree's last zxid moves on.
+	bad, err := n.Propose(ctx, setReq("/a", []byte("x"), 7))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(bad.Err, jute.CodeBadVersion) || bad.Zxid <= res.Zxid {
+		t.Fatalf("setData with bad version = zxid %d err %v; want BadVersion at a zxid > %d", bad.Zxid, bad.Err, res.Zxid)
+	}
+	if v := n.View(); v.Zxid() != bad.Zxid {
+		t.Fatalf("view zxid = %d; want %d", v.Zxid(), bad.Zxid)
+	}
+
+	ok2, err := n.Propose(ctx, setReq("/a", []byte("two"), 0))
+	if err != nil || ok2.Err != nil {
+		t.Fatalf("setData = %v %v", err, ok2.Err)
+	}
+	if data, _, _ := getData(t, n, "/a"); string(data) != "two" {
+		t.Fatalf("getData(/a) = %q; want two", data)
+	}
+	if err := n.Sync(ctx); err != nil {
+		t.Fatalf("sync: %v", err)
+	}
+}
+
+func TestProposeRejectsBadRequests(t *testing.T) { synctest.Test(t, testProposeRejectsBadRequests) }
+
+func testProposeRejectsBadRequests(t *testing.T) {
+	c := newBubbleCluster(t, 1, true, nil)
 	n := c.leader()
 	ctx := ctxT(t, 5*time.Second)
 	for _, p := range []Proposal{
@@ -93,7 +100,11 @@ func TestProposeRejectsBadRequests(t *testing.T) {
 }
 
 func TestRestartKeepsWritesAndSnapshots(t *testing.T) {
-	c := newCluster(t, 1, false, func(cfg *Config) {
+	synctest.Test(t, testRestartKeepsWritesAndSnapshots)
+}
+
+func testRestartKeepsWritesAndSnapshots(t *testing.T) {
+	c := newBubbleCluster(t, 1, false, func(cfg *Config) {
 		cfg.SnapshotThreshold = 50
 		cfg.TrailingLogs = 10
 	})

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/zkd-io/zkd/internal/storage"
@@ -21,9 +22,11 @@ import (
 // restarts it with the default store: the log moves into a WAL, the bolt file is set aside, and
 // the state, the term and new writes all carry on. A leftover temporary directory from a crashed
 // migration is replaced, not trusted.
-func TestBoltStoreMigratesToWAL(t *testing.T) {
+func TestBoltStoreMigratesToWAL(t *testing.T) { synctest.Test(t, testBoltStoreMigratesToWAL) }
+
+func testBoltStoreMigratesToWAL(t *testing.T) {
 	kind := LogStoreBolt
-	c := newCluster(t, 1, false, func(cfg *Config) {
+	c := newBubbleCluster(t, 1, false, func(cfg *Config) {
 		cfg.LogStore = kind
 		cfg.SnapshotThreshold = 40
 		cfg.TrailingLogs = 10
@@ -121,8 +124,10 @@ func TestBoltStoreRefusesWALDir(t *testing.T) {
 
 // TestSnapshotByLogBytes sets the entry threshold out of reach and a small byte threshold: a few
 // large writes must still produce a snapshot, so a restart does not replay them all.
-func TestSnapshotByLogBytes(t *testing.T) {
-	c := newCluster(t, 1, false, func(cfg *Config) {
+func TestSnapshotByLogBytes(t *testing.T) { synctest.Test(t, testSnapshotByLogBytes) }
+
+func testSnapshotByLogBytes(t *testing.T) {
+	c := newBubbleCluster(t, 1, false, func(cfg *Config) {
 		cfg.SnapshotThreshold = 1 << 40
 		cfg.SnapshotBytes = 64 << 10
 	})
@@ -143,8 +148,10 @@ func TestSnapshotByLogBytes(t *testing.T) {
 
 // TestSnapshotByMultiOps: snapCount counts each operation of a multi, so a bulk load of a few
 // large multis (few entries, many znodes) still gets a snapshot and a restart does not replay it.
-func TestSnapshotByMultiOps(t *testing.T) {
-	c := newCluster(t, 1, false, func(cfg *Config) {
+func TestSnapshotByMultiOps(t *testing.T) { synctest.Test(t, testSnapshotByMultiOps) }
+
+func testSnapshotByMultiOps(t *testing.T) {
+	c := newBubbleCluster(t, 1, false, func(cfg *Config) {
 		cfg.SnapshotThreshold = 1000
 		cfg.SnapshotBytes = 1 << 40
 	})
@@ -171,8 +178,10 @@ func TestSnapshotByMultiOps(t *testing.T) {
 // TestSnapshotBytesFollowTheTree: with the default size trigger, a tree larger than SnapshotBytes
 // is snapshotted again only after twice its size in log, not after every SnapshotBytes (a
 // snapshot rewrites the whole tree; with large values a fixed trigger rewrote it many times over).
-func TestSnapshotBytesFollowTheTree(t *testing.T) {
-	c := newCluster(t, 1, false, func(cfg *Config) {
+func TestSnapshotBytesFollowTheTree(t *testing.T) { synctest.Test(t, testSnapshotBytesFollowTheTree) }
+
+func testSnapshotBytesFollowTheTree(t *testing.T) {
+	c := newBubbleCluster(t, 1, false, func(cfg *Config) {
 		cfg.SnapshotThreshold = 1 << 40
 		cfg.SnapshotBytes = 64 << 10
 		cfg.snapshotBytesByTree = true
@@ -219,8 +228,10 @@ func TestSnapshotBytesFollowTheTree(t *testing.T) {
 // TestSnapshotWritesOutAsItGoes takes a snapshot of about 10 MiB on disk and checks that its file
 // was found under the snapshot store's layout and written out chunk by chunk, and that the node
 // restores from it.
-func TestSnapshotWritesOutAsItGoes(t *testing.T) {
-	c := newCluster(t, 1, false, nil)
+func TestSnapshotWritesOutAsItGoes(t *testing.T) { synctest.Test(t, testSnapshotWritesOutAsItGoes) }
+
+func testSnapshotWritesOutAsItGoes(t *testing.T) {
+	c := newBubbleCluster(t, 1, false, nil)
 	n := c.leader()
 	ctx := ctxT(t, 30*time.Second)
 	big := bytes.Repeat([]byte("s"), 256<<10)
@@ -246,8 +257,10 @@ func TestSnapshotWritesOutAsItGoes(t *testing.T) {
 // A node keeps its newest SnapshotRetain snapshots, deletes the rest (and whatever an interrupted
 // deletion left behind) without taking a snapshot from a reader that has it open, and restarts
 // from what it kept.
-func TestSnapshotRetention(t *testing.T) {
-	c := newCluster(t, 1, false, func(cfg *Config) { cfg.SnapshotRetain = 2 })
+func TestSnapshotRetention(t *testing.T) { synctest.Test(t, testSnapshotRetention) }
+
+func testSnapshotRetention(t *testing.T) {
+	c := newBubbleCluster(t, 1, false, func(cfg *Config) { cfg.SnapshotRetain = 2 })
 	n := c.leader()
 	ctx := ctxT(t, 30*time.Second)
 	root := filepath.Join(c.dirs["n1"], "raft")

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/zkd-io/zkd/internal/peernet"
@@ -16,10 +17,14 @@ import (
 // waits, and completes as soon as the follower is reachable again. An AppendEntries of a term the
 // node no longer leads in fails at once.
 func TestAppendEntriesWaitsForUnreachableFollower(t *testing.T) {
-	c := newCluster(t, 3, true, nil)
+	synctest.Test(t, testAppendEntriesWaitsForUnreachableFollower)
+}
+
+func testAppendEntriesWaitsForUnreachableFollower(t *testing.T) {
+	c := newBubbleCluster(t, 3, true, nil)
 	leader := c.leader()
 	f := c.followers()[0]
-	c.fab.Isolate(f.ID(), c.ids)
+	c.net().Isolate(f.ID(), c.ids)
 	term := leader.raft.CurrentTerm()
 	hb := func(term uint64) *raft.AppendEntriesRequest {
 		return &raft.AppendEntriesRequest{
@@ -48,16 +53,16 @@ func TestAppendEntriesWaitsForUnreachableFollower(t *testing.T) {
 		done <- leader.rtrans.AppendEntries(raft.ServerID(f.ID()), raft.ServerAddress(f.Addr()), hb(term), &resp)
 	}()
 	// Several redial rounds pass (the fabric refuses the dials) and the call still waits.
-	dropped := c.fab.Dropped()
+	dropped := c.net().Dropped()
 	eventually(t, 10*time.Second, "the leader to redial the unreachable follower", func() bool {
-		return c.fab.Dropped() >= dropped+5
+		return c.net().Dropped() >= dropped+5
 	})
 	select {
 	case err := <-done:
 		t.Fatalf("AppendEntries to an unreachable member returned %v while this node still leads", err)
 	default:
 	}
-	c.fab.Heal()
+	c.net().Heal()
 	select {
 	case err := <-done:
 		if err != nil {
@@ -71,8 +76,12 @@ func TestAppendEntriesWaitsForUnreachableFollower(t *testing.T) {
 // A follower that cannot be reached is logged once, then summarised, then logged once more when
 // it is back, instead of an error for every attempt.
 func TestUnreachableFollowerLoggedOnceThenSummarised(t *testing.T) {
+	synctest.Test(t, testUnreachableFollowerLoggedOnceThenSummarised)
+}
+
+func testUnreachableFollowerLoggedOnceThenSummarised(t *testing.T) {
 	var logs lockedBuffer
-	c := newCluster(t, 3, true, func(cfg *Config) {
+	c := newBubbleCluster(t, 3, true, func(cfg *Config) {
 		cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil)).With("id", cfg.ID)
 	})
 	leader := c.leader()
@@ -80,7 +89,7 @@ func TestUnreachableFollowerLoggedOnceThenSummarised(t *testing.T) {
 	leader.rtrans.logEvery = 200 * time.Millisecond
 	leader.rtrans.mu.Unlock()
 	f := c.followers()[0]
-	c.fab.Isolate(f.ID(), c.ids)
+	c.net().Isolate(f.ID(), c.ids)
 	count := func(msg string) int {
 		n := 0
 		for _, line := range strings.Split(logs.String(), "\n") {
@@ -93,7 +102,7 @@ func TestUnreachableFollowerLoggedOnceThenSummarised(t *testing.T) {
 	eventually(t, 10*time.Second, "two summaries of the unreachable follower", func() bool {
 		return count("peer still unreachable") >= 2
 	})
-	c.fab.Heal()
+	c.net().Heal()
 	eventually(t, 10*time.Second, "the follower to be logged as reachable again", func() bool {
 		return count("peer reachable again") == 1
 	})

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/zkd-io/zkd/internal/storage"
@@ -58,6 +59,10 @@ func untar(t *testing.T, name string) string {
 // metadata in bbolt, entries without trailers): it serves the same tree, moves its metadata into
 // the checksummed file, takes new writes with checksums, and verifies clean across a restart.
 func TestDirectoryBeforeChecksumsUpgrades(t *testing.T) {
+	synctest.Test(t, testDirectoryBeforeChecksumsUpgrades)
+}
+
+func testDirectoryBeforeChecksumsUpgrades(t *testing.T) {
 	dir := untar(t, "testdata/datadir-before-checksums.tar.gz")
 	check := func(n *Node) {
 		t.Helper()
@@ -73,7 +78,7 @@ func TestDirectoryBeforeChecksumsUpgrades(t *testing.T) {
 		}
 	}
 	// The directory was written by "zkd" standalone, whose server id is 1.
-	cfg := func() Config { c := standaloneConfig(t, dir); c.ID = "1"; return c }
+	cfg := func() Config { c := memStandaloneConfig(t, dir); c.ID = "1"; return c }
 	n, err := New(cfg())
 	if err != nil {
 		t.Fatal(err)

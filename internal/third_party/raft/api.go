@@ -888,6 +888,9 @@ func (r *Raft) VerifyLeader() Future {
 	metrics.IncrCounter([]string{"raft", "verify_leader"}, 1)
 	verifyFuture := &verifyFuture{}
 	verifyFuture.init()
+	// zkd: a request still queued when raft shuts down is never answered; Error returns
+	// ErrRaftShutdown then instead of blocking forever (see ZKD.md).
+	verifyFuture.ShutdownCh = r.shutdownCh
 	select {
 	case <-r.shutdownCh:
 		return errorFuture{ErrRaftShutdown}

@@ -113,7 +113,12 @@ func (d *deferError) Error() error {
 	select {
 	case d.err = <-d.errCh:
 	case <-d.ShutdownCh:
-		d.err = ErrRaftShutdown
+		// An answer given before the shutdown still counts (zkd: see ZKD.md).
+		select {
+		case d.err = <-d.errCh:
+		default:
+			d.err = ErrRaftShutdown
+		}
 	}
 	return d.err
 }
