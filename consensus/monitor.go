@@ -63,10 +63,10 @@ func (n *Node) Sync(ctx context.Context) error { return n.lead.sync(ctx, true) }
 var errFutureTimeout = errors.New("consensus: raft did not answer in time")
 
 // waitFuture waits for a hashicorp/raft future until it resolves, the timeout passes (zero: no
-// limit) or stop closes (the node shuts down). hashicorp/raft v1.7.3 leaves some futures unanswered
-// when it shuts down (apply futures still in the buffered apply channel or handed to the FSM
-// goroutine, and verify futures), so no goroutine of the node may wait on one without also watching
-// for shutdown. The helper goroutine that calls Error is the one goroutine this package does not
+// limit) or stop closes (the node shuts down). hashicorp/raft v1.7.3 leaves some apply futures
+// unanswered when it shuts down (those still in the buffered apply channel or handed to the FSM
+// goroutine; the fork answers queued verify futures), so no goroutine of the node may wait on one
+// without also watching for shutdown. The helper goroutine that calls Error is the one goroutine this package does not
 // own: it ends when raft answers, or stays parked on a dead future after Shutdown, holding nothing.
 func waitFuture(f raft.Future, timeout time.Duration, stop <-chan struct{}) error {
 	done := make(chan error, 1)
