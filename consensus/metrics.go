@@ -108,6 +108,9 @@ type timedLogs struct {
 
 func (l timedLogs) StoreLog(log *raft.Log) error { return l.StoreLogs([]*raft.Log{log}) }
 
+func (l timedLogs) StageLogs(logs []*raft.Log) bool { return stageLogs(l.LogStore, logs) }
+func (l timedLogs) UnstageLogs(logs []*raft.Log)    { unstageLogs(l.LogStore, logs) }
+
 func (l timedLogs) StoreLogs(logs []*raft.Log) error {
 	start := time.Now()
 	err := l.LogStore.StoreLogs(logs)

@@ -167,6 +167,24 @@ func (l relayedLogs) StoreLogs(logs []*raft.Log) error {
 	return nil
 }
 
+// StageLogs and UnstageLogs pass a leader's staging of its new entries (raft.StagingLogStore,
+// in the raft fork) to the log cache beneath, so replication starts while the leader's own
+// append is being written and fsynced.
+func (l relayedLogs) StageLogs(logs []*raft.Log) bool { return stageLogs(l.LogStore, logs) }
+func (l relayedLogs) UnstageLogs(logs []*raft.Log)    { unstageLogs(l.LogStore, logs) }
+
+// stageLogs and unstageLogs pass staging on to inner when it stages (see relayedLogs).
+func stageLogs(inner raft.LogStore, logs []*raft.Log) bool {
+	s, ok := inner.(raft.StagingLogStore)
+	return ok && s.StageLogs(logs)
+}
+
+func unstageLogs(inner raft.LogStore, logs []*raft.Log) {
+	if s, ok := inner.(raft.StagingLogStore); ok {
+		s.UnstageLogs(logs)
+	}
+}
+
 func (l relayedLogs) DeleteRange(min, max uint64) error {
 	err := l.LogStore.DeleteRange(min, max)
 	if last, lerr := l.LogStore.LastIndex(); lerr == nil {

@@ -66,6 +66,11 @@ type AppendEntriesResponse struct {
 	// There are scenarios where this request didn't succeed
 	// but there's no need to wait/back-off the next attempt.
 	NoRetryBackoff bool
+
+	// BinaryAppendEntries (zkd fork) says that the sender's NetworkTransport reads and answers
+	// AppendEntries in the binary encoding of net_bin.go. Only the msgpack encoding carries it:
+	// a transport that does not know the field skips it.
+	BinaryAppendEntries bool
 }
 
 // GetRPCHeader - See WithRPCHeader.

@@ -33,7 +33,8 @@ func logSize(l *Log) int { return logOverhead + len(l.Data) + len(l.Extensions) 
 // SetMaxBytes bounds the bytes of entries the cache keeps to n (zkd change; 0, the default, is
 // no bound beyond the capacity). Upstream bounds the cache only by its number of entries, so a
 // cache of 512 entries holds 512 MiB when every entry carries 1 MiB of data. Past the bound,
-// StoreLogs drops the oldest entries up to the highest index it has just stored.
+// StoreLogs drops the oldest entries it has stored, never an entry that is only staged: a
+// replicator must find those in the cache (see StageLogs).
 func (c *LogCache) SetMaxBytes(n int) {
 	c.l.Lock()
 	c.maxBytes = n
@@ -136,6 +137,46 @@ func (c *LogCache) StoreLogs(logs []*Log) error {
 	return nil
 }
 
+// StagingLogStore is a LogStore that can serve entries before they are stored (zkd change: see
+// dispatchLogs). LogCache is one; a wrapper around a LogCache passes the calls on.
+type StagingLogStore interface {
+	LogStore
+	// StageLogs makes logs readable through GetLog before StoreLogs stores them. It reports
+	// false, staging nothing, when it cannot hold them all.
+	StageLogs(logs []*Log) bool
+	// UnstageLogs forgets staged logs whose StoreLogs failed.
+	UnstageLogs(logs []*Log)
+}
+
+// StageLogs makes logs readable through the cache before they are stored, so that a leader's
+// replicators can send them while the leader's own write is still under way (zkd change). It
+// reports false, staging nothing, when the batch does not fit in the cache: a replicator that
+// missed the cache would ask the store for entries it does not hold yet.
+func (c *LogCache) StageLogs(logs []*Log) bool {
+	if len(logs) > len(c.cache) {
+		return false
+	}
+	c.l.Lock()
+	for _, l := range logs {
+		c.put(l)
+	}
+	c.l.Unlock()
+	return true
+}
+
+// UnstageLogs removes staged logs whose store failed, so the cache never serves an entry the
+// store does not hold (zkd change).
+func (c *LogCache) UnstageLogs(logs []*Log) {
+	c.l.Lock()
+	for _, l := range logs {
+		slot := l.Index % uint64(len(c.cache))
+		if c.cache[slot] == l {
+			c.drop(slot)
+		}
+	}
+	c.l.Unlock()
+}
+
 func (c *LogCache) FirstIndex() (uint64, error) {
 	return c.store.FirstIndex()
 }
@@ -145,9 +186,10 @@ func (c *LogCache) LastIndex() (uint64, error) {
 }
 
 func (c *LogCache) DeleteRange(min, max uint64) error {
-	// Invalidate the deleted entries (zkd change: only those, through drop, so that the cache's
-	// byte count stays true; compaction, which deletes the oldest entries, no longer empties
-	// the cache of the newest ones either.)
+	// Invalidate the deleted entries (zkd change: only those. Wiping the whole cache would drop
+	// entries a leader staged and has not stored yet, and a replicator would then find neither
+	// in the cache nor in the store an entry it must send; compaction runs concurrently with
+	// the leader's appends.)
 	c.l.Lock()
 	for i, l := range c.cache {
 		if l != nil && l.Index >= min && l.Index <= max {

@@ -82,6 +82,10 @@ type NetworkTransport struct {
 	connPool     map[ServerAddress][]*netConn
 	connPoolLock sync.Mutex
 
+	// binaryPeers holds the addresses whose AppendEntries go in the binary encoding
+	// (net_bin.go): those that said so in a msgpack answer, until an RPC to them fails.
+	binaryPeers sync.Map
+
 	consumeCh chan RPC
 
 	heartbeatFn     func(RPC)
@@ -187,6 +191,7 @@ type netConn struct {
 	target ServerAddress
 	conn   net.Conn
 	w      *bufio.Writer
+	r      *bufio.Reader
 	dec    *codec.Decoder
 	enc    *codec.Encoder
 }
@@ -413,10 +418,12 @@ func (n *NetworkTransport) getConn(target ServerAddress) (*netConn, error) {
 	}
 
 	// Wrap the conn
+	br := bufio.NewReader(conn)
 	netConn := &netConn{
 		target: target,
 		conn:   conn,
-		dec:    codec.NewDecoder(bufio.NewReader(conn), &codec.MsgpackHandle{}),
+		r:      br,
+		dec:    codec.NewDecoder(br, &codec.MsgpackHandle{}),
 		w:      bufio.NewWriterSize(conn, connSendBufferSize),
 	}
 
@@ -493,16 +500,41 @@ func (n *NetworkTransport) genericRPC(id ServerID, target ServerAddress, rpcType
 	}
 
 	// Send the RPC
-	if err = sendRPC(conn, rpcType, args); err != nil {
+	ae, binary := args.(*AppendEntriesRequest)
+	if binary {
+		_, binary = n.binaryPeers.Load(target)
+	}
+	if binary {
+		err = sendAppendEntriesBinary(conn, ae)
+	} else {
+		err = sendRPC(conn, rpcType, args)
+	}
+	if err != nil {
+		n.binaryPeers.Delete(target)
 		return err
 	}
 
 	// Decode the response
-	canReturn, err := decodeResponse(conn, resp)
+	canReturn, err := decodeResponse(conn, resp, binary)
 	if canReturn {
 		n.returnConn(conn)
 	}
+	n.learnBinary(target, binary, resp, err)
 	return err
+}
+
+// learnBinary records what an AppendEntries answer from target says of the binary encoding: a
+// msgpack answer that offers it switches target to it; any failure of a binary RPC switches it
+// back to msgpack (the peer may have been replaced by an older version), until it offers again.
+func (n *NetworkTransport) learnBinary(target ServerAddress, sentBinary bool, resp interface{}, err error) {
+	ar, ok := resp.(*AppendEntriesResponse)
+	switch {
+	case !ok:
+	case err != nil && sentBinary:
+		n.binaryPeers.Delete(target)
+	case err == nil && !sentBinary && ar.BinaryAppendEntries:
+		n.binaryPeers.Store(target, struct{}{})
+	}
 }
 
 // InstallSnapshot implements the Transport interface.
@@ -539,7 +571,7 @@ func (n *NetworkTransport) InstallSnapshot(id ServerID, target ServerAddress, ar
 	}
 
 	// Decode the response, do not return conn
-	_, err = decodeResponse(conn, resp)
+	_, err = decodeResponse(conn, resp, false)
 	return err
 }
 
@@ -622,7 +654,7 @@ func (n *NetworkTransport) handleConn(connCtx context.Context, conn net.Conn) {
 		default:
 		}
 
-		if err := n.handleCommand(r, dec, enc); err != nil {
+		if err := n.handleCommand(r, w, dec, enc); err != nil {
 			if err != io.EOF {
 				n.logger.Error("failed to decode incoming command", "error", err)
 			}
@@ -636,7 +668,7 @@ func (n *NetworkTransport) handleConn(connCtx context.Context, conn net.Conn) {
 }
 
 // handleCommand is used to decode and dispatch a single command.
-func (n *NetworkTransport) handleCommand(r *bufio.Reader, dec *codec.Decoder, enc *codec.Encoder) error {
+func (n *NetworkTransport) handleCommand(r *bufio.Reader, w *bufio.Writer, dec *codec.Decoder, enc *codec.Encoder) error {
 	getTypeStart := time.Now()
 
 	// Get the rpc type
@@ -660,9 +692,13 @@ func (n *NetworkTransport) handleCommand(r *bufio.Reader, dec *codec.Decoder, en
 	isHeartbeat := false
 	var labels []metrics.Label
 	switch rpcType {
-	case rpcAppendEntries:
+	case rpcAppendEntries, rpcAppendEntriesBin:
 		var req AppendEntriesRequest
-		if err := dec.Decode(&req); err != nil {
+		if rpcType == rpcAppendEntriesBin {
+			if err := readAppendEntriesBin(r, &req); err != nil {
+				return err
+			}
+		} else if err := dec.Decode(&req); err != nil {
 			return err
 		}
 		rpc.Command = &req
@@ -752,12 +788,24 @@ RESP:
 		if resp.Error != nil {
 			respErr = resp.Error.Error()
 		}
+		ar, _ := resp.Response.(*AppendEntriesResponse)
+		if rpcType == rpcAppendEntriesBin {
+			return writeAppendEntriesRespBin(w, respErr, ar)
+		}
+		out := resp.Response
+		if ar != nil && rpcType == rpcAppendEntries {
+			// Offer the binary encoding to the sender, on a copy: the response belongs to the
+			// consumer that sent it, which may still read it.
+			offer := *ar
+			offer.BinaryAppendEntries = true
+			out = &offer
+		}
 		if err := enc.Encode(respErr); err != nil {
 			return err
 		}
 
 		// Send the response
-		if err := enc.Encode(resp.Response); err != nil {
+		if err := enc.Encode(out); err != nil {
 			return err
 		}
 	case <-n.shutdownCh:
@@ -768,7 +816,18 @@ RESP:
 
 // decodeResponse is used to decode an RPC response and reports whether
 // the connection can be reused.
-func decodeResponse(conn *netConn, resp interface{}) (bool, error) {
+func decodeResponse(conn *netConn, resp interface{}, binary bool) (bool, error) {
+	if ar, ok := resp.(*AppendEntriesResponse); ok && binary {
+		rpcError, err := readAppendEntriesRespBin(conn.r, ar)
+		if err != nil {
+			conn.Release()
+			return false, err
+		}
+		if rpcError != "" {
+			return true, errors.New(rpcError)
+		}
+		return true, nil
+	}
 	// Decode the error if any
 	var rpcError string
 	if err := conn.dec.Decode(&rpcError); err != nil {
@@ -847,7 +906,7 @@ func (n *netPipeline) decodeResponses() {
 				n.conn.conn.SetReadDeadline(time.Now().Add(timeout))
 			}
 
-			_, err := decodeResponse(n.conn, future.resp)
+			_, err := decodeResponse(n.conn, future.resp, false)
 			future.respond(err)
 			select {
 			case n.doneCh <- future:

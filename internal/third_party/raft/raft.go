@@ -1273,9 +1273,30 @@ func (r *Raft) dispatchLogs(applyLogs []*logFuture) {
 		r.leaderState.inflight.PushBack(applyLog)
 	}
 
+	// zkd change: replicate while the local write is under way (Raft thesis 10.2.1). The
+	// entries are staged in the log cache, where the replicators read them, and the last log is
+	// advanced so they send them; the leader counts itself towards the commit index only once
+	// its own write returned (commitment.match below), so an entry is committed only when a
+	// majority holds it durably, as before. Followers may hold entries the leader failed to
+	// store: that is an ordinary uncommitted suffix, and the futures' error then means the
+	// outcome is unknown (a later leader may commit them), as a lost leadership already does.
+	prevIndex, prevTerm := r.getLastLog()
+	cache, _ := r.logs.(StagingLogStore)
+	staged := cache != nil && cache.StageLogs(logs)
+	if staged {
+		r.setLastLog(lastIndex, term)
+		for _, f := range r.leaderState.replState {
+			asyncNotifyCh(f.triggerCh)
+		}
+	}
+
 	// Write the log entry locally
 	if err := r.logs.StoreLogs(logs); err != nil {
 		r.logger.Error("failed to commit logs", "error", err)
+		if staged {
+			cache.UnstageLogs(logs)
+			r.setLastLog(prevIndex, prevTerm)
+		}
 		for _, applyLog := range applyLogs {
 			applyLog.respond(err)
 		}
@@ -1283,6 +1304,9 @@ func (r *Raft) dispatchLogs(applyLogs []*logFuture) {
 		return
 	}
 	r.leaderState.commitment.match(r.localID, lastIndex)
+	if staged {
+		return
+	}
 
 	// Update the last log since it's on disk now
 	r.setLastLog(lastIndex, term)

@@ -25,7 +25,7 @@ func entries(from, to uint64, size int) []*Log {
 }
 
 // The byte bound (zkd change): the cache keeps the newest entries within it, serves them, and
-// keeps its running total exact through stores and deletes.
+// keeps its running total exact through stores, stages, unstages and deletes.
 func TestLogCacheMaxBytes(t *testing.T) {
 	inner := NewInmemStore()
 	cache, err := NewLogCache(64, inner)
@@ -65,10 +65,31 @@ func TestLogCacheMaxBytes(t *testing.T) {
 		t.Fatal("an entry past the byte bound is still cached")
 	}
 
-	if err := cache.StoreLogs(entries(201, 240, entry)); err != nil {
+	// A staged batch is never trimmed, however large, until it is stored.
+	staged := entries(201, 240, entry)
+	if !cache.StageLogs(staged) {
+		t.Fatal("a batch within the capacity was not staged")
+	}
+	check("stage")
+	if err := cache.StoreLogs(entries(1000, 1000, 0)[:0]); err != nil { // an empty store trims nothing staged
 		t.Fatal(err)
 	}
-	check("store")
+	for _, s := range staged {
+		if err := cache.GetLog(s.Index, &l); err != nil {
+			t.Fatalf("staged entry %d is not served: %v", s.Index, err)
+		}
+	}
+	if err := cache.StoreLogs(staged); err != nil {
+		t.Fatal(err)
+	}
+	check("store staged")
+	if cache.size > limit {
+		t.Fatalf("after storing the staged batch the cache holds %d bytes; limit %d", cache.size, limit)
+	}
+	more := entries(241, 250, entry)
+	cache.StageLogs(more)
+	cache.UnstageLogs(more)
+	check("unstage")
 	if err := cache.DeleteRange(235, 240); err != nil {
 		t.Fatal(err)
 	}

@@ -48,15 +48,3 @@ func TestZkdSoleVoterStandsAtOnce(t *testing.T) {
 		t.Fatalf("a voter of two is %v at once; want a follower until its heartbeat times out", st)
 	}
 }
-
-// waitFor polls cond for up to 10 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
