@@ -12,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/zkd-io/zkd/internal/testkit/links"
 )
 
 // ErrUnreachable is returned for dials over a cut link and for I/O on a connection that a cut
@@ -31,8 +33,7 @@ type Net struct {
 	mu        sync.Mutex
 	listeners map[string]*listener // address → open listener
 	names     map[string]string    // address → node name
-	cut       map[link]bool
-	delay     map[link]time.Duration
+	links     links.Table
 	conns     map[*pair]struct{} // open connections, for cuts
 	port      int                // the last port handed out
 	dropped   int
@@ -43,8 +44,6 @@ func New() *Net {
 	return &Net{
 		listeners: make(map[string]*listener),
 		names:     make(map[string]string),
-		cut:       make(map[link]bool),
-		delay:     make(map[link]time.Duration),
 		conns:     make(map[*pair]struct{}),
 		port:      firstPort - 1,
 	}
@@ -117,7 +116,7 @@ func (e *Endpoint) Dial(ctx context.Context, addr string) (net.Conn, error) {
 		to = addr
 	}
 	l := link{e.name, to}
-	if n.cut[l] || n.cut[link{to, e.name}] {
+	if n.links.Blocked(e.name, to) {
 		n.dropped++
 		return nil, fmt.Errorf("dial %s (%s→%s): %w", addr, e.name, to, ErrUnreachable)
 	}
@@ -147,37 +146,20 @@ func refused(addr string) error {
 
 // Cut cuts the links between a and b in both directions.
 func (n *Net) Cut(a, b string) {
-	n.mu.Lock()
-	n.cut[link{a, b}] = true
-	n.cut[link{b, a}] = true
-	n.mu.Unlock()
+	n.links.Cut(a, b)
 	n.breakCut()
 }
 
 // CutOneWay cuts only the direction from → to. A connection carries both directions, so
 // connections dialled either way between the two break; new dials either way fail.
 func (n *Net) CutOneWay(from, to string) {
-	n.mu.Lock()
-	n.cut[link{from, to}] = true
-	n.mu.Unlock()
+	n.links.CutOneWay(from, to)
 	n.breakCut()
 }
 
 // Partition splits the nodes in two groups: group and everyone else among all.
 func (n *Net) Partition(group, all []string) {
-	in := make(map[string]bool, len(group))
-	for _, g := range group {
-		in[g] = true
-	}
-	n.mu.Lock()
-	for _, a := range all {
-		for _, b := range all {
-			if in[a] != in[b] {
-				n.cut[link{a, b}] = true
-			}
-		}
-	}
-	n.mu.Unlock()
+	n.links.Partition(group, all)
 	n.breakCut()
 }
 
@@ -185,28 +167,12 @@ func (n *Net) Partition(group, all []string) {
 func (n *Net) Isolate(node string, all []string) { n.Partition([]string{node}, all) }
 
 // Heal restores every link and removes every delay. Connections a cut broke stay broken.
-func (n *Net) Heal() {
-	n.mu.Lock()
-	clear(n.cut)
-	clear(n.delay)
-	n.mu.Unlock()
-}
+func (n *Net) Heal() { n.links.Heal() }
 
 // Delay makes the links between a and b (both directions) slow: bytes written on them reach
 // the reader d later, on the caller's clock (in a bubble, the fake one). Writes do not wait for
 // the delay; bytes written before Delay, or after Heal, are not delayed, and order is kept.
-func (n *Net) Delay(a, b string, d time.Duration) {
-	n.mu.Lock()
-	n.delay[link{a, b}] = d
-	n.delay[link{b, a}] = d
-	n.mu.Unlock()
-}
-
-func (n *Net) delayOf(l link) time.Duration {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.delay[l]
-}
+func (n *Net) Delay(a, b string, d time.Duration) { n.links.SetDelay(a, b, d) }
 
 // Dropped returns how many dials were refused because of cut links.
 func (n *Net) Dropped() int {
@@ -219,7 +185,7 @@ func (n *Net) breakCut() {
 	n.mu.Lock()
 	var victims []*pair
 	for p := range n.conns {
-		if n.cut[p.l] || n.cut[link{p.l.to, p.l.from}] {
+		if n.links.Blocked(p.l.from, p.l.to) {
 			victims = append(victims, p)
 			delete(n.conns, p)
 		}
@@ -498,7 +464,7 @@ func (c *conn) Read(b []byte) (int, error) {
 
 func (c *conn) Write(b []byte) (int, error) {
 	var at time.Time // when the reader may have the bytes: zero, at once
-	if d := c.p.n.delayOf(c.dir); d > 0 {
+	if d := c.p.n.links.Delay(c.dir.from, c.dir.to); d > 0 {
 		at = time.Now().Add(d)
 	}
 	w := c.w

@@ -13,6 +13,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/zkd-io/zkd/internal/testkit/links"
 )
 
 // ErrUnreachable is returned for dials over a cut link and for I/O on a connection that a cut
@@ -25,8 +27,7 @@ type link struct{ from, to string }
 type Fabric struct {
 	mu      sync.Mutex
 	names   map[string]string // listen address → node name
-	cut     map[link]bool
-	delay   map[link]time.Duration
+	links   links.Table
 	conns   map[*conn]struct{}
 	dropped int
 }
@@ -35,8 +36,6 @@ type Fabric struct {
 func New() *Fabric {
 	return &Fabric{
 		names: make(map[string]string),
-		cut:   make(map[link]bool),
-		delay: make(map[link]time.Duration),
 		conns: make(map[*conn]struct{}),
 	}
 }
@@ -72,7 +71,7 @@ func (e *Endpoint) Dial(ctx context.Context, addr string) (net.Conn, error) {
 		to = addr
 	}
 	l := link{e.name, to}
-	blocked := f.cut[l] || f.cut[link{to, e.name}]
+	blocked := f.links.Blocked(e.name, to)
 	if blocked {
 		f.dropped++
 	}
@@ -87,7 +86,7 @@ func (e *Endpoint) Dial(ctx context.Context, addr string) (net.Conn, error) {
 	}
 	c := &conn{Conn: nc, f: f, l: l}
 	f.mu.Lock()
-	if f.cut[l] || f.cut[link{to, e.name}] {
+	if f.links.Blocked(e.name, to) {
 		f.mu.Unlock()
 		nc.Close()
 		return nil, fmt.Errorf("dial %s: %w", addr, ErrUnreachable)
@@ -99,10 +98,7 @@ func (e *Endpoint) Dial(ctx context.Context, addr string) (net.Conn, error) {
 
 // Cut cuts the links between a and b in both directions.
 func (f *Fabric) Cut(a, b string) {
-	f.mu.Lock()
-	f.cut[link{a, b}] = true
-	f.cut[link{b, a}] = true
-	f.mu.Unlock()
+	f.links.Cut(a, b)
 	f.closeCut()
 }
 
@@ -110,27 +106,13 @@ func (f *Fabric) Cut(a, b string) {
 // connections dialled either way between the two are closed; new dials from `from` to `to` fail
 // while dials from `to` to `from` succeed but cannot carry data back.
 func (f *Fabric) CutOneWay(from, to string) {
-	f.mu.Lock()
-	f.cut[link{from, to}] = true
-	f.mu.Unlock()
+	f.links.CutOneWay(from, to)
 	f.closeCut()
 }
 
 // Partition splits the nodes in two groups: group and everyone else among all.
 func (f *Fabric) Partition(group, all []string) {
-	in := make(map[string]bool, len(group))
-	for _, g := range group {
-		in[g] = true
-	}
-	f.mu.Lock()
-	for _, a := range all {
-		for _, b := range all {
-			if in[a] != in[b] {
-				f.cut[link{a, b}] = true
-			}
-		}
-	}
-	f.mu.Unlock()
+	f.links.Partition(group, all)
 	f.closeCut()
 }
 
@@ -138,20 +120,10 @@ func (f *Fabric) Partition(group, all []string) {
 func (f *Fabric) Isolate(node string, all []string) { f.Partition([]string{node}, all) }
 
 // Heal restores every link and removes every delay.
-func (f *Fabric) Heal() {
-	f.mu.Lock()
-	clear(f.cut)
-	clear(f.delay)
-	f.mu.Unlock()
-}
+func (f *Fabric) Heal() { f.links.Heal() }
 
 // Delay slows every write on connections between a and b (both directions) by d.
-func (f *Fabric) Delay(a, b string, d time.Duration) {
-	f.mu.Lock()
-	f.delay[link{a, b}] = d
-	f.delay[link{b, a}] = d
-	f.mu.Unlock()
-}
+func (f *Fabric) Delay(a, b string, d time.Duration) { f.links.SetDelay(a, b, d) }
 
 // Dropped returns how many dials were refused because of cut links.
 func (f *Fabric) Dropped() int {
@@ -164,7 +136,7 @@ func (f *Fabric) closeCut() {
 	f.mu.Lock()
 	var victims []*conn
 	for c := range f.conns {
-		if f.cut[c.l] || f.cut[link{c.l.to, c.l.from}] {
+		if f.links.Blocked(c.l.from, c.l.to) {
 			victims = append(victims, c)
 			delete(f.conns, c)
 		}
@@ -184,9 +156,7 @@ type conn struct {
 }
 
 func (c *conn) state(l link) (cut bool, delay time.Duration) {
-	c.f.mu.Lock()
-	defer c.f.mu.Unlock()
-	return c.f.cut[l], c.f.delay[l]
+	return c.f.links.IsCut(l.from, l.to), c.f.links.Delay(l.from, l.to)
 }
 
 func (c *conn) Read(p []byte) (int, error) {
