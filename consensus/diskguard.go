@@ -18,7 +18,7 @@ import (
 // The guard keeps that from happening under client load: once the space left on the data
 // directory's file system is below what one more segment and some metadata need (diskNeed),
 // the node counts as full and refuses client writes before proposing them (ErrDiskFull, which
-// the server answers with ZooKeeper's ThrottledOp: nothing was done, try again). Reads,
+// the server answers with OperationTimeout: nothing was done, try again). Reads,
 // watches, pings, session creation and expiry go on: sessions are small entries that fit in the
 // current segment. A full leader of a cluster hands leadership to a follower. Once space is back
 // (above the need by a margin), writes are taken again. A write that still meets ENOSPC (the

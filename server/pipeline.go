@@ -197,8 +197,10 @@ func (c *conn) admitWrite(ctx context.Context, r *request, body []byte) bool {
 	case err != nil && isBadRequest(err):
 		r.fixed, r.code = true, jute.CodeMarshallingError
 	case errors.Is(err, consensus.ErrDiskFull):
-		// Nothing was proposed; ThrottledOp tells the client exactly that (docs/differences.md).
-		r.fixed, r.code = true, jute.CodeThrottledOp
+		// Nothing was proposed. ZooKeeper's ThrottledOp (-127) would say so exactly, but clients
+		// older than it (kazoo before 2.9) kill their I/O thread on a code they do not know;
+		// OperationTimeout is known to every client, which retries it (docs/differences.md).
+		r.fixed, r.code = true, jute.CodeOperationTimeout
 	case err != nil:
 		c.abort(closeNotServing, fmt.Errorf("server: %v not proposed: %w", op, err))
 		return false

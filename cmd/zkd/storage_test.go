@@ -199,7 +199,7 @@ func TestSmallDataVolume(t *testing.T) {
 }
 
 // A standalone server whose disk fills up (another file takes every byte): writes fail at once
-// with ThrottledOp (nothing done), while reads, new sessions and mntr go on and say so; once the
+// with OperationTimeout (nothing done), while reads, new sessions and mntr go on and say so; once the
 // file is removed, writes are taken again without a restart, and after a restart every
 // acknowledged write is there. The disk-full state is logged once.
 func TestDiskFullStandalone(t *testing.T) {
@@ -236,8 +236,8 @@ func TestDiskFullStandalone(t *testing.T) {
 	}) {
 		t.Fatalf("writes still taken on a full disk; output:\n%s", p.out.String())
 	}
-	if !strings.Contains(refused.Error(), "-127") {
-		t.Fatalf("a write on a full disk failed with %v; want ThrottledOp (-127)", refused)
+	if !strings.Contains(refused.Error(), "-7") {
+		t.Fatalf("a write on a full disk failed with %v; want OperationTimeout (-7)", refused)
 	}
 	if data, _, err := c.Get("/before-7"); err != nil || string(data) != "/before-7" {
 		t.Fatalf("read on a full disk: %q %v", data, err)
