@@ -107,6 +107,40 @@ func TestLimits(t *testing.T) {
 				t.Fatalf("dataLength %d; want %d", resp.Stat.DataLength, len(data))
 			}
 		}},
+		{"a_client_that_reads_its_replies_late_gets_them_all", func(t *testing.T, e *env) {
+			// A client pipelines reads whose replies (64 MiB) are more than a server would queue
+			// for one connection, and reads nothing until another client has been served; then it
+			// reads them all, in order. ZooKeeper queues them; zkd stops reading the connection
+			// while its replies wait, so TCP pushes back; neither drops the client.
+			data := bytes.Repeat([]byte{7}, 512<<10)
+			e.mk(e.p("big"), data)
+			r := e.raw()
+			const n = 128
+			first := r.NextXid()
+			for i := range int32(n) {
+				must(t, "send getData", r.Send(first+i, jute.OpGetData, &jute.GetDataRequest{Path: e.p("big")}))
+			}
+			r.xid = first + n
+			other := e.raw()
+			for range 20 {
+				_, err := other.Do(jute.OpExists, &jute.ExistsRequest{Path: e.p("big")}, &jute.ExistsResponse{})
+				must(t, "another client's exists while the first reads nothing", err)
+			}
+			for i := range int32(n) {
+				rep, err := r.ReadReply()
+				must(t, "read a late reply", err)
+				var resp jute.GetDataResponse
+				if rep.Header.Xid != first+i || rep.Header.Err != jute.CodeOK {
+					t.Fatalf("reply %d: %+v; want xid %d, OK", i, rep.Header, first+i)
+				}
+				must(t, "decode", rep.Decode(&resp))
+				if len(resp.Data) != len(data) {
+					t.Fatalf("reply %d: %d bytes of data; want %d", i, len(resp.Data), len(data))
+				}
+			}
+			_, err := r.Do(jute.OpExists, &jute.ExistsRequest{Path: e.p("big")}, &jute.ExistsResponse{})
+			must(t, "exists on the same session afterwards", err)
+		}},
 		{"truncated_request_body_fails_or_closes", func(t *testing.T, e *env) {
 			r := e.raw()
 			body := binary.BigEndian.AppendUint32(nil, 100) // a path of 100 bytes ...

@@ -192,6 +192,7 @@ func (s *Server) systemProperties() map[string]string {
 		"zkd.jute.maxbuffer":             strconv.Itoa(c.MaxFrameSize),
 		"zkd.maxInFlight":                strconv.Itoa(c.MaxInFlight),
 		"zkd.maxOutboundBytes":           strconv.Itoa(c.MaxOutboundBytes),
+		"zkd.maxTotalOutboundBytes":      strconv.FormatInt(c.MaxTotalOutboundBytes, 10),
 		"zkd.nio.sessionlessCnxnTimeout": strconv.FormatInt(c.SessionlessTimeout.Milliseconds(), 10),
 		"zkd.4lw.commands.whitelist":     strings.Join(c.FourLetterWords, ","),
 		"zkd.admin.commandURL":           c.AdminCommandURL,

@@ -111,6 +111,11 @@ type Config struct {
 	// MaxOutboundBytes is how many reply and notification bytes may wait for one slow client
 	// before it is disconnected. Zero means 32 MiB.
 	MaxOutboundBytes int
+	// MaxTotalOutboundBytes bounds the reply and notification bytes waiting for all clients
+	// together. Beyond it, a connection with anything queued is not read until its queue
+	// drains, and a client holding more than 4 MiB unread (or twice MaxFrameSize) is
+	// disconnected as a slow consumer. Zero means 512 MiB; negative, no bound.
+	MaxTotalOutboundBytes int64
 	// SessionlessTimeout is how long a new connection may take to send its ConnectRequest.
 	// Zero means 10s.
 	SessionlessTimeout time.Duration
@@ -229,6 +234,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxOutboundBytes == 0 {
 		c.MaxOutboundBytes = 32 << 20
 	}
+	if c.MaxTotalOutboundBytes == 0 {
+		c.MaxTotalOutboundBytes = 512 << 20
+	}
 	if c.SessionlessTimeout == 0 {
 		c.SessionlessTimeout = 10 * time.Second
 	}
@@ -267,6 +275,8 @@ func (c Config) Validate() error {
 		return errors.New("server: config: MaxFrameSize must be at least 1024")
 	case c.MaxOutboundBytes < c.MaxFrameSize:
 		return errors.New("server: config: MaxOutboundBytes must be at least MaxFrameSize")
+	case c.MaxTotalOutboundBytes > 0 && c.MaxTotalOutboundBytes < int64(c.MaxOutboundBytes):
+		return errors.New("server: config: MaxTotalOutboundBytes must be at least MaxOutboundBytes")
 	case c.MaxInFlight < 1:
 		return errors.New("server: config: MaxInFlight must be positive")
 	case c.SessionlessTimeout < 0:

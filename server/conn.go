@@ -144,7 +144,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		nc:        nc,
 		br:        br,
 		plainBr:   br,
-		out:       newOutQueue(s.cfg.MaxOutboundBytes),
+		out:       newOutQueue(s.cfg.MaxOutboundBytes, max(pressuredOutLimit, 2*s.cfg.MaxFrameSize), s.outBudget),
 		remote:    remote,
 		ip:        ip,
 		log:       slog.New(&lazyAttrs{h: s.log.Handler()}).With("remote", remote),
@@ -189,6 +189,7 @@ func (s *Server) connBuffers(nc net.Conn) (*bufio.Reader, chan *request) {
 // buffer of a TLS connection is not reused: the TLS connection keeps reading through it, and
 // were anything ever to read that connection late, it would read another client's bytes.
 func (c *conn) releaseBuffers() {
+	c.out.release()
 	for {
 		select {
 		case <-c.reqs:
@@ -346,6 +347,15 @@ func (c *conn) readLoop(ctx context.Context) error {
 		// The deadline bounds the wait for the socket, so it is renewed only when Next will read
 		// from it: a frame the client pipelined is already here. (Renewing it moves a runtime
 		// timer; for a pipelining client that was one in every request.)
+		if !c.out.roomy() {
+			// The client is not reading its replies (or the server's outbound bound is
+			// exceeded): read nothing more until they drain, so TCP pushes back on it.
+			c.s.m.outboundWaits.Inc()
+			c.releaseHeld()
+			if !c.out.waitRoom(c.stopped) {
+				return nil
+			}
+		}
 		if !fr.Buffered() {
 			timeout := time.Duration(c.timeout.Load()) * time.Millisecond
 			_ = c.nc.SetReadDeadline(time.Now().Add(timeout))

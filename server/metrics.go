@@ -32,6 +32,7 @@ type serverMetrics struct {
 	stale           *metric.Counter
 	largeRejected   *metric.Counter
 	throttleWaits   *metric.Counter
+	outboundWaits   *metric.Counter
 	tlsFailed       *metric.Counter
 	// closed counts the connections that ended, by reason (closereason.go).
 	closed [numCloseReasons]*metric.Counter
@@ -72,6 +73,7 @@ func newServerMetrics() *serverMetrics {
 		s.Add(metric.Item{Name: "connections_closed_" + r.String(), Counter: m.closed[r], MntrOnly: true})
 	}
 	m.throttleWaits = s.Counter("request_throttle_wait_count", "Times a connection's reader waited because it had the maximum of requests in flight.")
+	m.outboundWaits = s.Counter("outbound_wait_count", "Times a connection's reader waited for its unread replies to drain (1 MiB queued, or anything while the server-wide outbound bound is exceeded).")
 	m.read = s.Summary("readlatency", "Latency of requests that need no consensus (reads, pings, watch and session management), in milliseconds.", metric.Millis, metric.Advanced)
 	m.update = s.Summary("updatelatency", "Latency of writes, from arrival to the reply after this server applied them, in milliseconds.", metric.Millis, metric.Advanced)
 	for i, name := range []string{"node_created_watch_count", "node_deleted_watch_count", "node_changed_watch_count", "node_children_watch_count"} {
@@ -223,6 +225,7 @@ func (s *Server) figures(st *Stats) []figure {
 	add("last_client_response_size", "Bytes of the last reply (-1: none since the last srst).", float64(s.m.respLast.Load()))
 	add("min_client_response_size", "Bytes of the smallest reply since the last srst (-1: none).", float64(s.m.respMin.Load()))
 	add("max_client_response_size", "Bytes of the largest reply since the last srst (-1: none).", float64(s.m.respMax.Load()))
+	add("outbound_queued_bytes", "Reply and notification bytes queued for all clients, not yet written.", float64(s.outBudget.queuedBytes()))
 	if cluster {
 		add("quorum_size", "Voting members of the ensemble.", float64(len(s.members())))
 	}

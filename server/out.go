@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -37,9 +38,19 @@ type outQueue struct {
 		// spare and spareTimed are the buffers of the last write, emptied for reuse.
 		spare      []byte
 		spareTimed []*request
+		// inWrite is the size of the buffer being written; accounted, the bytes last told to
+		// budget (buf and inWrite).
+		inWrite, accounted int
 	}
-	limit int
-	wake  chan struct{}
+	// limit is the most bytes the queue may hold before the client counts as a slow consumer;
+	// pressured, the lower limit while the server's budget is exceeded.
+	limit, pressured int
+	wake             chan struct{}
+	// budget bounds what all queues hold together; held mirrors mu.accounted for the reader's
+	// lock-free check, and room is signalled whenever bytes left the queue.
+	budget *outBudget
+	held   atomic.Int64
+	room   chan struct{}
 
 	// The socket and what is told of each write, set by setSink before anything writes.
 	nc           net.Conn
@@ -51,8 +62,135 @@ type outQueue struct {
 	raw syscall.RawConn
 }
 
-func newOutQueue(limit int) *outQueue {
-	return &outQueue{limit: limit, wake: make(chan struct{}, 1)}
+// keptOutBuf is the largest written buffer a queue keeps for its next burst. Anything bigger
+// (a large reply, a burst of pipelined ones) is let go once written, so what a connection holds
+// follows what it has in flight, not the largest reply it ever got: 6,000 idle lock contenders
+// that had each read a 6,000-child directory once held 1.6 GB when every queue kept up to 1 MiB.
+const keptOutBuf = 16 << 10
+
+// readerStall is how many queued bytes make a connection's reader wait before it reads the next
+// request: a client that does not read its replies gets TCP back-pressure rather than a growing
+// queue. Watch notifications still queue, up to the queue's limit.
+const readerStall = 1 << 20
+
+// pressuredOutLimit is a queue's limit while the server's outbound budget is exceeded (or twice
+// the largest frame, if more).
+const pressuredOutLimit = 4 << 20
+
+// newOutQueue returns a queue that closes as a slow consumer past limit bytes (past pressured
+// while budget is exceeded). budget may be nil: no server-wide bound.
+func newOutQueue(limit, pressured int, budget *outBudget) *outQueue {
+	return &outQueue{limit: limit, pressured: min(limit, pressured), budget: budget,
+		wake: make(chan struct{}, 1), room: make(chan struct{}, 1)}
+}
+
+// settleLocked brings the queue's share of the budget to what it holds (buf and the buffer
+// being written) and returns the change, which the caller passes to settled once q.mu is
+// released.
+func (q *outQueue) settleLocked() int64 {
+	now := len(q.mu.buf) + q.mu.inWrite
+	d := now - q.mu.accounted
+	q.mu.accounted = now
+	q.held.Store(int64(now))
+	return int64(d)
+}
+
+// settled tells the budget of a change returned by settleLocked; bytes that left the queue
+// also wake a reader waiting for room.
+func (q *outQueue) settled(d int64) {
+	if d == 0 {
+		return
+	}
+	q.budget.add(d)
+	if d < 0 {
+		select {
+		case q.room <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// roomy reports whether the connection's reader may read its next request: the queue holds at
+// most readerStall bytes and, while the server's budget is exceeded, nothing.
+func (q *outQueue) roomy() bool {
+	h := q.held.Load()
+	return h == 0 || (h <= readerStall && !q.budget.over())
+}
+
+// waitRoom waits until roomy or stop is closed, and reports whether it is roomy.
+func (q *outQueue) waitRoom(stop <-chan struct{}) bool {
+	for !q.roomy() {
+		q.signal() // whatever is queued is the writer's to write
+		select {
+		case <-q.room:
+		case <-q.budget.under():
+		case <-stop:
+			return false
+		}
+	}
+	return true
+}
+
+// outBudget bounds the reply and notification bytes queued for clients across all connections
+// (Config.MaxTotalOutboundBytes). While it is exceeded, readers with anything queued wait before
+// reading more requests, and a queue's slow-consumer limit drops to pressuredOutLimit. A nil
+// budget bounds nothing.
+type outBudget struct {
+	limit  int64
+	queued atomic.Int64
+	isOver atomic.Bool
+	mu     sync.Mutex
+	// open is closed while queued is within limit; a new, open one is made when it goes over.
+	open chan struct{}
+}
+
+func newOutBudget(limit int64) *outBudget {
+	if limit <= 0 {
+		return nil
+	}
+	b := &outBudget{limit: limit, open: make(chan struct{})}
+	close(b.open)
+	return b
+}
+
+func (b *outBudget) add(d int64) {
+	if b == nil {
+		return
+	}
+	if (b.queued.Add(d) > b.limit) == b.isOver.Load() {
+		return
+	}
+	b.mu.Lock()
+	over := b.queued.Load() > b.limit
+	if over != b.isOver.Load() {
+		b.isOver.Store(over)
+		if over {
+			b.open = make(chan struct{})
+		} else {
+			close(b.open)
+		}
+	}
+	b.mu.Unlock()
+}
+
+func (b *outBudget) over() bool { return b != nil && b.isOver.Load() }
+
+// under returns a channel that is closed once the budget is not exceeded (nil for no budget).
+func (b *outBudget) under() <-chan struct{} {
+	if b == nil {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.open
+}
+
+// queuedBytes is what all queues hold.
+func (b *outBudget) queuedBytes() int64 {
+	if b == nil {
+		return 0
+	}
+	return b.queued.Load()
 }
 
 // setSink sets where the queue writes: nc, each write bounded by writeTimeout (0: none). After
@@ -103,7 +241,11 @@ func (q *outQueue) push(wake bool, timed *request, recs ...jute.Record) (int, bo
 	if timed != nil {
 		q.mu.timed = append(q.mu.timed, timed)
 	}
-	over := len(q.mu.buf) > q.limit
+	limit := q.limit
+	if q.budget.over() {
+		limit = q.pressured
+	}
+	over := len(q.mu.buf) > limit
 	if over {
 		q.mu.closed = true
 		q.mu.err = errSlowConsumer
@@ -111,7 +253,9 @@ func (q *outQueue) push(wake bool, timed *request, recs ...jute.Record) (int, bo
 		clear(q.mu.timed)
 		q.mu.timed = q.mu.timed[:0]
 	}
+	d := q.settleLocked()
 	q.mu.Unlock()
+	q.settled(d)
 	if wake || over {
 		q.signal()
 	}
@@ -131,8 +275,21 @@ func (q *outQueue) close(err error, flush bool) {
 			q.mu.buf = q.mu.buf[:0]
 		}
 	}
+	d := q.settleLocked()
 	q.mu.Unlock()
+	q.settled(d)
 	q.signal()
+}
+
+// release gives back the queue's share of the budget once the connection has ended and nothing
+// writes it any more.
+func (q *outQueue) release() {
+	q.mu.Lock()
+	q.mu.closed = true
+	q.mu.buf, q.mu.inWrite = nil, 0
+	d := q.settleLocked()
+	q.mu.Unlock()
+	q.settled(d)
 }
 
 // takeLocked claims what is queued for the caller to write, or returns nil when nothing is queued
@@ -145,6 +302,7 @@ func (q *outQueue) takeLocked() ([]byte, []*request) {
 	q.mu.buf, q.mu.timed = q.mu.spare[:0], q.mu.spareTimed[:0]
 	q.mu.spare, q.mu.spareTimed = nil, nil
 	q.mu.writing = true
+	q.mu.inWrite = len(buf)
 	return buf, timed
 }
 
@@ -170,14 +328,16 @@ func (q *outQueue) write(buf []byte, timed []*request, inline bool) error {
 	}
 	if err == nil && n < len(buf) {
 		q.mu.Lock()
-		q.mu.writing = false
+		q.mu.writing, q.mu.inWrite = false, 0
 		if !q.mu.closed || q.mu.finish {
 			rest := make([]byte, 0, len(buf)-n+len(q.mu.buf))
 			rest = append(append(rest, buf[n:]...), q.mu.buf...)
 			q.mu.spare, q.mu.buf = q.mu.buf[:0], rest
 			q.mu.timed = append(timed, q.mu.timed...)
 		}
+		d := q.settleLocked()
 		q.mu.Unlock()
+		q.settled(d)
 		if q.sent != nil && n > 0 {
 			q.sent(n)
 		}
@@ -194,12 +354,14 @@ func (q *outQueue) write(buf []byte, timed []*request, inline bool) error {
 	}
 	clear(timed)
 	q.mu.Lock()
-	q.mu.writing = false
-	if cap(buf) <= 1<<20 {
+	q.mu.writing, q.mu.inWrite = false, 0
+	if cap(buf) <= keptOutBuf {
 		q.mu.spare = buf[:0]
 	}
 	q.mu.spareTimed = timed[:0]
+	d := q.settleLocked()
 	q.mu.Unlock()
+	q.settled(d)
 	return err
 }
 
@@ -277,6 +439,8 @@ func (q *outQueue) pushRaw(b []byte) {
 	if !q.mu.closed {
 		q.mu.buf = append(q.mu.buf, b...)
 	}
+	d := q.settleLocked()
 	q.mu.Unlock()
+	q.settled(d)
 	q.signal()
 }

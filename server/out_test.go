@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zkd-io/zkd/internal/testkit"
 	"github.com/zkd-io/zkd/internal/testkit/zktest"
 	"github.com/zkd-io/zkd/jute"
 )
@@ -58,7 +59,7 @@ func replyXid(t *testing.T, frame []byte) int32 {
 // Frames leave in the order they were queued, and a flushing close writes what is queued before
 // the socket closes (closeSession's reply).
 func TestOutQueueOrderAndFlush(t *testing.T) {
-	q := newOutQueue(1 << 20)
+	q := newOutQueue(1<<20, 1<<20, nil)
 	cli, done := runWriter(t, q)
 	for xid := int32(1); xid <= 100; xid++ {
 		if _, ok := q.pushReply(jute.ReplyHeader{Xid: xid, Zxid: int64(xid)}, &jute.SetDataResponse{}, nil); !ok {
@@ -85,7 +86,7 @@ func TestOutQueueOrderAndFlush(t *testing.T) {
 
 // An error reply carries no body, whatever body is given.
 func TestOutQueueErrorReplyHasNoBody(t *testing.T) {
-	q := newOutQueue(1 << 20)
+	q := newOutQueue(1<<20, 1<<20, nil)
 	cli, _ := runWriter(t, q)
 	q.pushReply(jute.ReplyHeader{Xid: 7, Err: jute.CodeNoNode}, &jute.GetDataResponse{Data: []byte("x")}, nil)
 	q.close(errClosedByServer, true)
@@ -98,7 +99,7 @@ func TestOutQueueErrorReplyHasNoBody(t *testing.T) {
 // Without flush, a close drops what is queued; a queue past its limit closes as a slow consumer
 // and drops everything, so watch delivery never blocks on a client that does not read.
 func TestOutQueueDropAndSlowConsumer(t *testing.T) {
-	q := newOutQueue(1 << 20)
+	q := newOutQueue(1<<20, 1<<20, nil)
 	q.pushReply(jute.ReplyHeader{Xid: 1}, nil, nil)
 	q.close(errSessionGone, false)
 	cli, done := runWriter(t, q)
@@ -109,7 +110,7 @@ func TestOutQueueDropAndSlowConsumer(t *testing.T) {
 		t.Fatalf("writer = %v; want the close's reason", err)
 	}
 
-	slow := newOutQueue(1024)
+	slow := newOutQueue(1024, 1024, nil)
 	big := &jute.GetDataResponse{Data: make([]byte, 600)}
 	if _, ok := slow.pushReply(jute.ReplyHeader{Xid: 1}, big, nil); !ok {
 		t.Fatal("the first frame under the limit was refused")
@@ -129,7 +130,7 @@ func TestOutQueueDropAndSlowConsumer(t *testing.T) {
 // Frames queued while the writer is busy go out together, in one write: a burst of notifications
 // costs one syscall, not one per frame.
 func TestOutQueueCoalescesBursts(t *testing.T) {
-	q := newOutQueue(1 << 20)
+	q := newOutQueue(1<<20, 1<<20, nil)
 	rec := &recordingConn{}
 	for xid := int32(1); xid <= 50; xid++ {
 		q.pushFrame(&jute.ReplyHeader{Xid: jute.XidNotification}, &jute.WatcherEvent{Type: jute.EventNodeDataChanged, Path: "/p"})
@@ -177,7 +178,7 @@ func inlineQueue(t *testing.T, limit int) (*outQueue, net.Conn) {
 		t.Skip("no inline writes on this platform")
 	}
 	srv, cli := zktest.TCPPair(t)
-	q := newOutQueue(limit)
+	q := newOutQueue(limit, limit, nil)
 	q.setSink(srv, 0, nil, nil)
 	return q, cli
 }
@@ -251,7 +252,7 @@ func TestOutQueueStalledFlushHandsOverToWriter(t *testing.T) {
 func TestOutQueueFlushAndWriterTakeTurns(t *testing.T) {
 	srv, cli := zktest.TCPPair(t)
 	guard := &exclusiveConn{Conn: srv, overlapped: make(chan struct{})}
-	q := newOutQueue(1 << 30)
+	q := newOutQueue(1<<30, 1<<30, nil)
 	q.setSink(guard, 0, nil, nil)
 	exited := make(chan error, 1)
 	go func() { exited <- q.writeLoop() }()
@@ -392,7 +393,7 @@ func TestOutQueueWriterDeadlineDoesNotOutliveItsWrite(t *testing.T) {
 	}
 	accepted, cli := zktest.TCPPair(t)
 	srv := &expiringConn{TCPConn: accepted.(*net.TCPConn)}
-	q := newOutQueue(1 << 20)
+	q := newOutQueue(1<<20, 1<<20, nil)
 	// Far longer than the test: only expire makes the deadline pass.
 	const timeout = time.Hour
 	q.setSink(srv, timeout, nil, nil)
@@ -453,4 +454,112 @@ func (c *expiringConn) expire() error {
 		return nil
 	}
 	return c.TCPConn.SetWriteDeadline(time.Unix(1, 0))
+}
+
+// writingNow reports whether the queue has anything queued or being written.
+func (q *outQueue) writingNow() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.mu.writing || len(q.mu.buf) > 0
+}
+
+// bigRecord is a reply of about n bytes.
+func bigRecord(n int) jute.Record { return &jute.GetDataResponse{Data: make([]byte, n)} }
+
+// A queue keeps a small buffer for its next burst but lets a large one go once it is written, so
+// that what an idle connection holds does not depend on the largest reply it ever got.
+func TestOutQueueLetsLargeBuffersGo(t *testing.T) {
+	q := newOutQueue(1<<30, 1<<30, nil)
+	cli, _ := runWriter(t, q)
+	held := func() int {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return cap(q.mu.buf) + cap(q.mu.spare)
+	}
+	for _, size := range []int{100, 300 << 10, 100} {
+		q.pushFrame(bigRecord(size))
+		fr := jute.NewFrameReader(cli, 1<<20)
+		if _, err := fr.Next(); err != nil {
+			t.Fatal(err)
+		}
+		// The frame was read, so the writer's Write returned; it gives the buffer back right after.
+		if !testkit.Until(5*time.Second, func() bool { return !q.writingNow() }) {
+			t.Fatal("the writer never finished its write")
+		}
+		if h := held(); h > keptOutBuf {
+			t.Fatalf("after a %d-byte reply the idle queue holds %d bytes of buffers; want at most %d", size, h, keptOutBuf)
+		}
+	}
+	q.close(errClosedByServer, false)
+}
+
+// The budget follows every byte in and out of its queues: pushed, written whole or in part,
+// dropped at a close, or left when the connection ends; it reports over and under as the total
+// crosses its limit, and a reader waiting for room is woken when bytes leave.
+func TestOutBudgetAccounting(t *testing.T) {
+	b := newOutBudget(1000)
+	q1 := newOutQueue(1<<20, 1<<20, b)
+	q2 := newOutQueue(1<<20, 1<<20, b)
+	q1.pushFrame(bigRecord(600))
+	if b.over() || !q1.roomy() {
+		t.Fatalf("over, or q1 not roomy, at %d of 1000", b.queuedBytes())
+	}
+	q2.pushFrame(bigRecord(600))
+	if !b.over() {
+		t.Fatalf("not over at %d of 1000", b.queuedBytes())
+	}
+	if q1.roomy() || q2.roomy() {
+		t.Fatal("a queue holding bytes is roomy while the budget is exceeded")
+	}
+	// q1's bytes leave through its writer, which brings the budget under its limit with q2's alone.
+	cli, _ := runWriter(t, q1)
+	waited := make(chan bool)
+	go func() { waited <- q2.waitRoom(make(chan struct{})) }()
+	if _, err := jute.NewFrameReader(cli, 1<<20).Next(); err != nil {
+		t.Fatal(err)
+	}
+	// With q1 drained the budget is under its limit: q2's reader may go on although q2 holds bytes.
+	if !<-waited {
+		t.Fatal("waitRoom gave up")
+	}
+	if !testkit.Until(5*time.Second, func() bool { return q1.held.Load() == 0 }) {
+		t.Fatalf("q1 still accounts %d bytes after its frame was read", q1.held.Load())
+	}
+	q1.close(errClosedByServer, false)
+	q2.close(errClosedByServer, false) // dropped, never written
+	q3 := newOutQueue(1<<20, 1<<20, b)
+	q3.pushFrame(bigRecord(50))
+	q3.release() // the connection ended with bytes queued
+	if got := b.queuedBytes(); got != 0 {
+		t.Fatalf("budget holds %d bytes once every queue is drained, closed or released", got)
+	}
+	if b.over() {
+		t.Fatal("budget still over at 0 bytes")
+	}
+}
+
+// While the server-wide budget is exceeded a queue is closed as a slow consumer at its lower
+// pressured limit; otherwise only at its own limit.
+func TestOutQueuePressuredLimit(t *testing.T) {
+	b := newOutBudget(10 << 10)
+	hog := newOutQueue(1<<20, 1<<20, b)
+	hog.pushFrame(bigRecord(12<<10)) // budget now over
+	q := newOutQueue(1<<20, 8<<10, b)
+	if !q.pushFrame(bigRecord(6<<10)) {
+		t.Fatal("closed under its pressured limit")
+	}
+	if q.pushFrame(bigRecord(6<<10)) {
+		t.Fatal("a queue past its pressured limit was not closed while the budget is exceeded")
+	}
+	hog.release()
+	q.release()
+	calm := newOutQueue(1<<20, 8<<10, b)
+	for range 3 {
+		if !calm.pushFrame(bigRecord(6<<10)) {
+			t.Fatal("a queue under its own limit was closed while the budget is not exceeded")
+		}
+		if b.over() {
+			break
+		}
+	}
 }

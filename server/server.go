@@ -55,6 +55,8 @@ type Server struct {
 	// connBufs keeps the read buffers and request queues of ended connections for new ones
 	// (conn.go): under session churn they were most of the bytes the server allocated.
 	connBufs sync.Pool
+	// outBudget bounds the bytes queued for all clients (Config.MaxTotalOutboundBytes; out.go).
+	outBudget *outBudget
 
 	mu struct {
 		sync.Mutex
@@ -121,6 +123,7 @@ func newServer(cfg Config) *Server {
 	s.intro.traceMask.Store(defaultTraceMask)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.workers = newWorkers(s.ctx, &s.wg)
+	s.outBudget = newOutBudget(cfg.MaxTotalOutboundBytes)
 	s.m = newServerMetrics()
 	s.registry = newRegistry(s)
 	s.watches = newWatchManager(0)

@@ -15,7 +15,7 @@ var anyoneRead = []jute.ACL{{Perms: jute.PermAll, ID: jute.Id{Scheme: "world", I
 // fakeConn is a connection with an output queue and identities, and nothing behind it.
 func fakeConn(sid int64, limit int, ids ...jute.Id) *conn {
 	nc, _ := net.Pipe()
-	c := &conn{out: newOutQueue(limit), stopped: make(chan struct{}), nc: nc, raw: nc}
+	c := &conn{out: newOutQueue(limit, limit, nil), stopped: make(chan struct{}), nc: nc, raw: nc}
 	c.sid.Store(sid)
 	if ids == nil {
 		ids = []jute.Id{{Scheme: "ip", ID: "127.0.0.1"}}

@@ -346,6 +346,17 @@ func parseZooCfg(r io.Reader, log *slog.Logger) (settings, error) {
 			if cfg.HerdWatchThreshold, err = positiveInt(key, v); err != nil {
 				return st, err
 			}
+		case k == "zkd.maxOutboundBytes":
+			if cfg.MaxOutboundBytes, err = positiveInt(key, v); err != nil {
+				return st, err
+			}
+		case k == "zkd.maxTotalOutboundBytes":
+			// 0 keeps the default; a negative value turns the server-wide bound off.
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				return st, fmt.Errorf("zoo.cfg: %s=%q: not a whole number of bytes", key, v)
+			}
+			cfg.MaxTotalOutboundBytes = n
 		case isQuorumSecurityKey(k):
 			if err := st.quorum.set(&st, key, k, v); err != nil {
 				return st, err

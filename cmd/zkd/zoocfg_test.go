@@ -135,6 +135,19 @@ func TestParseZooCfgHerdWatchThreshold(t *testing.T) {
 	}
 }
 
+func TestParseZooCfgOutboundBounds(t *testing.T) {
+	dir := t.TempDir()
+	st, err := parseZooCfg(strings.NewReader("dataDir="+dir+"\nclientPort=2181\nzkd.maxOutboundBytes=8388608\nzkd.maxTotalOutboundBytes=-1\n"), slog.New(slog.DiscardHandler))
+	if err != nil || st.cfg.MaxOutboundBytes != 8<<20 || st.cfg.MaxTotalOutboundBytes != -1 {
+		t.Errorf("outbound bounds: %v, %v, %v", st.cfg.MaxOutboundBytes, st.cfg.MaxTotalOutboundBytes, err)
+	}
+	for _, bad := range []string{"zkd.maxOutboundBytes=0", "zkd.maxTotalOutboundBytes=lots"} {
+		if _, err := parseZooCfg(strings.NewReader("dataDir="+dir+"\nclientPort=2181\n"+bad+"\n"), slog.New(slog.DiscardHandler)); err == nil {
+			t.Errorf("%s accepted", bad)
+		}
+	}
+}
+
 // The file's text becomes the initial_configuration admin command's answer, with its secrets
 // redacted: anyone who reaches the admin port may read it.
 func TestParseZooCfgInitialConfig(t *testing.T) {
