@@ -543,19 +543,19 @@ func TestOutBudgetAccounting(t *testing.T) {
 func TestOutQueuePressuredLimit(t *testing.T) {
 	b := newOutBudget(10 << 10)
 	hog := newOutQueue(1<<20, 1<<20, b)
-	hog.pushFrame(bigRecord(12<<10)) // budget now over
+	hog.pushFrame(bigRecord(12 << 10)) // budget now over
 	q := newOutQueue(1<<20, 8<<10, b)
-	if !q.pushFrame(bigRecord(6<<10)) {
+	if !q.pushFrame(bigRecord(6 << 10)) {
 		t.Fatal("closed under its pressured limit")
 	}
-	if q.pushFrame(bigRecord(6<<10)) {
+	if q.pushFrame(bigRecord(6 << 10)) {
 		t.Fatal("a queue past its pressured limit was not closed while the budget is exceeded")
 	}
 	hog.release()
 	q.release()
 	calm := newOutQueue(1<<20, 8<<10, b)
 	for range 3 {
-		if !calm.pushFrame(bigRecord(6<<10)) {
+		if !calm.pushFrame(bigRecord(6 << 10)) {
 			t.Fatal("a queue under its own limit was closed while the budget is not exceeded")
 		}
 		if b.over() {
