@@ -162,8 +162,13 @@ func newConn(s *Server, nc net.Conn) *conn {
 	return c
 }
 
-// connBuffers are a connection's 16 KiB read buffer and its queue of MaxInFlight admitted
+// connBuffers are a connection's read buffer (readBufSize) and its queue of MaxInFlight admitted
 // requests (pointers: a channel of request values would cost MaxInFlight times the struct).
+// readBufSize is a connection's read buffer: room for dozens of pipelined requests of usual
+// size per read, and little to hold on each of thousands of idle connections. A frame larger than
+// it is read straight into its own buffer.
+const readBufSize = 4 << 10
+
 type connBuffers struct {
 	br   *bufio.Reader
 	reqs chan *request
@@ -174,12 +179,12 @@ type connBuffers struct {
 func (s *Server) connBuffers(nc net.Conn) (*bufio.Reader, chan *request) {
 	if b, ok := s.connBufs.Get().(*connBuffers); ok {
 		if b.br == nil {
-			return bufio.NewReaderSize(nc, 16<<10), b.reqs
+			return bufio.NewReaderSize(nc, readBufSize), b.reqs
 		}
 		b.br.Reset(nc)
 		return b.br, b.reqs
 	}
-	return bufio.NewReaderSize(nc, 16<<10), make(chan *request, s.cfg.MaxInFlight)
+	return bufio.NewReaderSize(nc, readBufSize), make(chan *request, s.cfg.MaxInFlight)
 }
 
 // releaseBuffers gives the connection's read buffer and request queue to a later connection. It

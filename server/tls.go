@@ -65,7 +65,7 @@ func (c *conn) startTLS() bool {
 		return false
 	}
 	c.nc = tc
-	c.br = bufio.NewReaderSize(tc, 16<<10)
+	c.br = bufio.NewReaderSize(tc, readBufSize)
 	c.x509Auth(tc.ConnectionState())
 	return true
 }

@@ -355,6 +355,13 @@ func (c *client) notifyWaiters(path string) {
 	}
 }
 
+// err returns the error that failed the connection, nil while it works.
+func (c *client) err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mu.err
+}
+
 // fail records the first error, closes the socket and fails every outstanding request.
 func (c *client) fail(err error) {
 	c.mu.Lock()

@@ -64,6 +64,20 @@ func (h *histogram) record(v int64) {
 	h.max = max(h.max, v)
 }
 
+// merge adds every recording of o.
+func (h *histogram) merge(o *histogram) {
+	if o.count == 0 {
+		return
+	}
+	for i, n := range o.counts {
+		h.counts[i] += n
+	}
+	h.count += o.count
+	h.sum += o.sum
+	h.min = min(h.min, o.min)
+	h.max = max(h.max, o.max)
+}
+
 // recordDuration adds one duration.
 func (h *histogram) recordDuration(d time.Duration) { h.record(int64(d)) }
 

@@ -61,6 +61,8 @@ func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return zookeeperMain(ctx, args[1:], stdout, stderr)
 		case "floor":
 			return floorMain(ctx, args[1:], stdout, stderr)
+		case "flood":
+			return floodMain(ctx, args[1:], stdout, stderr)
 		}
 	}
 	return benchMain(ctx, args, stdout, stderr)
