@@ -30,6 +30,7 @@ const (
 	closeSessionReconnected                    // the session reconnected on a newer connection to this server
 	closeSessionMoved                          // a write came after the session moved, or out of its order
 	closeHandshakeRefused                      // the handshake was refused (not serving, client ahead, no session)
+	closeThrottled                             // the connection throttle refused the session request
 	closeTLSHandshake                          // the TLS handshake failed
 	closeAuthFailed                            // authentication failed or is required
 	closeProtocolError                         // a malformed or oversized frame, or an op that is refused
@@ -61,6 +62,7 @@ var closeReasons = [numCloseReasons]struct {
 	closeSessionReconnected: {"session_reconnected", slog.LevelInfo},
 	closeSessionMoved:       {"session_moved", slog.LevelInfo},
 	closeHandshakeRefused:   {"handshake_refused", slog.LevelInfo},
+	closeThrottled:          {"connection_throttled", slog.LevelDebug},
 	closeTLSHandshake:       {"tls_handshake_failed", slog.LevelDebug}, // tls.go logs the first at Info
 	closeAuthFailed:         {"auth_failed", slog.LevelInfo},
 	closeProtocolError:      {"protocol_error", slog.LevelWarn},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/zkd-io/zkd/consensus"
@@ -40,6 +41,9 @@ type request struct {
 	proposed, started, answered time.Duration
 	// writePath is a write's path, copied from its undecoded body while the log is on.
 	writePath string
+	// gated is set while the request counts as in process (Server.gate): from its admission
+	// until it is answered, or dropped unanswered.
+	gated bool
 }
 
 // admit decodes one frame and either handles it on arrival (auth, writes are started, bad
@@ -60,6 +64,10 @@ func (c *conn) admit(ctx context.Context, frame []byte) bool {
 		r.hdr = hdr
 		r.fixed, r.zeroZxid, r.code, r.closeAfter = true, true, jute.CodeSessionClosedRequireSASLAuth, true
 		c.enqueue(r)
+		return false
+	}
+	if hdr.Type != jute.OpAuth && hdr.Type != jute.OpSASL && !c.enterProcess(r) {
+		// Dropped by the request throttler: the connection has gone.
 		return false
 	}
 	if hdr.Type.IsClientWrite() {
@@ -84,6 +92,7 @@ func (c *conn) admit(ctx context.Context, frame []byte) bool {
 		return c.enqueue(r)
 	}
 	if !c.accept(r) {
+		c.leaveProcess(r)
 		return false
 	}
 	switch hdr.Type {
@@ -182,6 +191,7 @@ func (c *conn) accept(r *request) bool {
 func (c *conn) admitWrite(ctx context.Context, r *request, body []byte) bool {
 	c.releaseHeld()
 	if !c.accept(r) || !c.awaitReads() {
+		c.leaveProcess(r)
 		return false
 	}
 	op := r.hdr.Type
@@ -203,6 +213,7 @@ func (c *conn) admitWrite(ctx context.Context, r *request, body []byte) bool {
 		r.fixed, r.code = true, jute.CodeOperationTimeout
 	case err != nil:
 		c.abort(closeNotServing, fmt.Errorf("server: %v not proposed: %w", op, err))
+		c.leaveProcess(r)
 		return false
 	default:
 		r.pending, r.closeSession = p, op == jute.OpCloseSession
@@ -262,15 +273,62 @@ func (c *conn) enqueue(r *request) bool {
 		return !r.closeAfter
 	default:
 	}
-	// MaxInFlight requests are waiting: the reader stops reading until one is answered
-	// (ZooKeeper's request throttler waits the same way).
-	c.s.m.throttleWaits.Inc()
+	// MaxInFlight requests are waiting: the reader stops reading until one is answered.
+	c.s.m.inFlightWaits.Inc()
 	select {
 	case c.reqs <- r:
 		return !r.closeAfter
 	case <-c.stopped:
+		c.leaveProcess(r)
 		return false
 	}
+}
+
+// enterProcess counts r as in process, first waiting for the request throttler when it is full
+// (Config.RequestThrottleMaxRequests). It reports false when r must be dropped unanswered: its
+// connection has gone (request_throttle_drop_stale) or is stopping.
+func (c *conn) enterProcess(r *request) bool {
+	if !c.s.gate.acquire(c.gone, c.releaseHeld, c.stopped) {
+		return false
+	}
+	r.gated = true
+	return true
+}
+
+// leaveProcess ends r's time in process, once it is answered or will never be.
+func (c *conn) leaveProcess(r *request) {
+	if r.gated {
+		r.gated = false
+		c.s.gate.release()
+	}
+}
+
+// gone reports whether the connection has closed; with probe, whether the client has closed its
+// end, which the reader would otherwise learn only at its next read: it looks a moment for more
+// of the stream, keeping whatever arrives for later. Only the reader calls it.
+func (c *conn) gone(probe bool) bool {
+	if c.isClosed() {
+		return true
+	}
+	if !probe || c.br.Buffered() >= c.br.Size() {
+		return false
+	}
+	_ = c.nc.SetReadDeadline(time.Now().Add(time.Millisecond))
+	_, err := c.br.Peek(c.br.Buffered() + 1)
+	// The reader renews the deadline only when it must wait for the socket: put it back.
+	_ = c.nc.SetReadDeadline(time.Now().Add(time.Duration(c.timeout.Load()) * time.Millisecond))
+	var ne net.Error
+	return err != nil && !(errors.As(err, &ne) && ne.Timeout())
+}
+
+// pauseForLimit holds the reader while the server is over its global outstanding limit and this
+// connection has a request unanswered (ZooKeeper stops reading such a connection). It reports
+// false when the connection stops meanwhile.
+func (c *conn) pauseForLimit() bool {
+	c.releaseHeld()
+	c.pausing.Store(true)
+	defer c.pausing.Store(false)
+	return c.s.gate.pause(func() bool { return c.queued.Load() > 0 }, c.answered, c.stopped)
 }
 
 // executeLoop completes the admitted requests in order until the reader is done and everything
@@ -292,6 +350,12 @@ func (c *conn) executeLoop(ctx context.Context) {
 		}
 		ok := c.complete(ctx, r)
 		c.queued.Add(-1)
+		if c.pausing.Load() {
+			select {
+			case c.answered <- struct{}{}:
+			default:
+			}
+		}
 		// The writer writes the executor's replies: writing them here, when nothing else was
 		// queued, measured no gain (docs/performance.md).
 		c.out.flush()
@@ -304,6 +368,7 @@ func (c *conn) executeLoop(ctx context.Context) {
 // complete answers one request; it reports false when the connection ends with it.
 func (c *conn) complete(ctx context.Context, r *request) bool {
 	s := c.s
+	defer c.leaveProcess(r)
 	defer func() { c.recordLatency(r.hdr.Type, r.pending != nil, time.Since(r.arrived)) }()
 	if s.slow.on() {
 		r.started = time.Since(r.arrived)

@@ -346,6 +346,10 @@ func parseZooCfg(r io.Reader, log *slog.Logger) (settings, error) {
 			if cfg.HerdWatchThreshold, err = positiveInt(key, v); err != nil {
 				return st, err
 			}
+		case isThrottleKey(k):
+			if err := setThrottle(cfg, key, k, v, log); err != nil {
+				return st, err
+			}
 		case isQuorumSecurityKey(k):
 			if err := st.quorum.set(&st, key, k, v); err != nil {
 				return st, err
