@@ -129,7 +129,8 @@ func TestConnThrottleRandomDrop(t *testing.T) {
 		}
 	}
 	clk.advance(10*time.Second + time.Millisecond) // the bucket refills
-	draw = 0.85 // this period finds the bucket full: the probability falls to 0.9 first
+	// This period finds the bucket full: the probability falls to 0.9 before the draw.
+	draw = 0.85
 	if thr.allow(1) {
 		t.Fatal("a draw of 0.85 passed a drop probability of 0.9")
 	}
