@@ -72,8 +72,10 @@ func TestParseZooCfgThrottlingSpecialValues(t *testing.T) {
 	base := "dataDir=" + t.TempDir() + "\nclientPort=2181\n"
 	for line, check := range map[string]func(server.Config) bool{
 		"connection_throttle_freeze_time=-1": func(c server.Config) bool { return c.ConnThrottleFreezeTime == 0 },
-		"connection_throttle_freeze_time=0":  func(c server.Config) bool { return c.ConnThrottleFreezeTime > 0 && c.ConnThrottleFreezeTime < time.Millisecond },
-		"request_throttle_stall_time=0":      func(c server.Config) bool { return c.RequestThrottleStallTime > time.Hour },
+		"connection_throttle_freeze_time=0": func(c server.Config) bool {
+			return c.ConnThrottleFreezeTime > 0 && c.ConnThrottleFreezeTime < time.Millisecond
+		},
+		"request_throttle_stall_time=0": func(c server.Config) bool { return c.RequestThrottleStallTime > time.Hour },
 	} {
 		st, err := parseZooCfg(strings.NewReader(base+line+"\n"), slog.New(slog.DiscardHandler))
 		if err != nil || !check(st.cfg) {
