@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"math"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/zkd-io/zkd/server"
@@ -14,11 +13,19 @@ import (
 // The overload keys of ZooKeeper 3.6+, read as ZooKeeper reads them: zoo.cfg lines (which
 // ZooKeeper turns into zookeeper.<key> system properties) with or without the zookeeper. prefix.
 
-// isThrottleKey reports whether k (without the zookeeper. prefix) is one of them.
-func isThrottleKey(k string) bool {
-	return k == "globalOutstandingLimit" || k == "throttled_op_wait_time" ||
-		strings.HasPrefix(k, "request_throttle") || strings.HasPrefix(k, "connection_throttle_")
+// throttleKeys are the keys setThrottle reads (without the zookeeper. prefix).
+var throttleKeys = map[string]bool{
+	"globalOutstandingLimit": true, "throttled_op_wait_time": true, "request_throttle": true,
+	"request_throttle_max_requests": true, "request_throttle_stall_time": true, "request_throttle_drop_stale": true,
+	"connection_throttle_tokens": true, "connection_throttle_fill_time": true, "connection_throttle_fill_count": true,
+	"connection_throttle_freeze_time": true, "connection_throttle_drop_increase": true,
+	"connection_throttle_drop_decrease": true, "connection_throttle_decrease_ratio": true,
+	"connection_throttle_weight_enabled": true, "connection_throttle_global_session_weight": true,
+	"connection_throttle_local_session_weight": true, "connection_throttle_renew_session_weight": true,
 }
+
+// isThrottleKey reports whether k (without the zookeeper. prefix) is one of them.
+func isThrottleKey(k string) bool { return throttleKeys[k] }
 
 // setThrottle applies one overload key to cfg.
 func setThrottle(cfg *server.Config, key, k, v string, log *slog.Logger) error {
@@ -100,7 +107,7 @@ func setThrottle(cfg *server.Config, key, k, v string, log *slog.Logger) error {
 func millis(key, v string, zeroOK bool) (time.Duration, error) {
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 0 || (n == 0 && !zeroOK) {
-		return 0, keyError(key, v, errors.New("must be a positive number of milliseconds"))
+		return 0, keyError(key, v, errors.New("must be a positive number of milliseconds (or 0 where ZooKeeper allows it)"))
 	}
 	if n == 0 {
 		// ZooKeeper's throttler then waits with Object.wait(0): until a request finishes.
