@@ -193,6 +193,8 @@ func (s *Server) systemProperties() map[string]string {
 		"zkd.jute.maxbuffer":                            strconv.Itoa(c.MaxFrameSize),
 		"zkd.maxInFlight":                               strconv.Itoa(c.MaxInFlight),
 		"zkd.maxOutboundBytes":                          strconv.Itoa(c.MaxOutboundBytes),
+		"zkd.largeRequestThreshold":                     map[bool]string{true: strconv.Itoa(c.LargeRequestThreshold), false: "-1"}[c.LargeRequestThreshold > 0],
+		"zkd.largeRequestMaxBytes":                      strconv.Itoa(c.LargeRequestMaxBytes),
 		"zkd.globalOutstandingLimit":                    strconv.Itoa(max(c.GlobalOutstandingLimit, 0)),
 		"zkd.request_throttle_max_requests":             strconv.Itoa(c.RequestThrottleMaxRequests),
 		"zkd.request_throttle_stall_time":               strconv.FormatInt(c.RequestThrottleStallTime.Milliseconds(), 10),

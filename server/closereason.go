@@ -34,6 +34,7 @@ const (
 	closeTLSHandshake                          // the TLS handshake failed
 	closeAuthFailed                            // authentication failed or is required
 	closeProtocolError                         // a malformed or oversized frame, or an op that is refused
+	closeLargeRequest                          // a large request would have gone over largeRequestMaxBytes
 	closeWriteTimeout                          // a reply could not be written within the write timeout
 	closeSlowConsumer                          // the client read its replies too slowly (outbound limit)
 	closeOutcomeUnknown                        // a write's outcome could not be learnt
@@ -66,6 +67,7 @@ var closeReasons = [numCloseReasons]struct {
 	closeTLSHandshake:       {"tls_handshake_failed", slog.LevelDebug}, // tls.go logs the first at Info
 	closeAuthFailed:         {"auth_failed", slog.LevelInfo},
 	closeProtocolError:      {"protocol_error", slog.LevelWarn},
+	closeLargeRequest:       {"large_request_rejected", slog.LevelInfo},
 	closeWriteTimeout:       {"write_timeout", slog.LevelWarn},
 	closeSlowConsumer:       {"slow_consumer", slog.LevelWarn},
 	closeOutcomeUnknown:     {"outcome_unknown", slog.LevelWarn},

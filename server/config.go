@@ -170,6 +170,15 @@ type Config struct {
 	// Zero means 2. As in ZooKeeper, a weight below the local one is raised to it.
 	ConnThrottleRenewSessionWeight int
 
+	// LargeRequestThreshold is zookeeper.largeRequestThreshold: a request frame longer than this
+	// many bytes is a large request, and the large requests in process together may hold at
+	// most LargeRequestMaxBytes; one that would go over closes its connection unanswered, counted
+	// in large_requests_rejected, as in ZooKeeper. Zero means no large-request limit (ZooKeeper's
+	// -1, its default).
+	LargeRequestThreshold int
+	// LargeRequestMaxBytes is zookeeper.largeRequestMaxBytes. Zero means ZooKeeper's 100 MiB.
+	LargeRequestMaxBytes int
+
 	// MaxOutboundBytes is how many reply and notification bytes may wait for one slow client
 	// before it is disconnected. Zero means 32 MiB.
 	MaxOutboundBytes int
@@ -291,6 +300,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxOutboundBytes == 0 {
 		c.MaxOutboundBytes = 32 << 20
 	}
+	if c.LargeRequestMaxBytes == 0 {
+		c.LargeRequestMaxBytes = 100 << 20
+	}
 	if c.GlobalOutstandingLimit == 0 {
 		c.GlobalOutstandingLimit = 1000
 	}
@@ -358,6 +370,8 @@ func (c Config) Validate() error {
 		return errors.New("server: config: MaxOutboundBytes must be at least MaxFrameSize")
 	case c.MaxInFlight < 1:
 		return errors.New("server: config: MaxInFlight must be positive")
+	case c.LargeRequestThreshold < 0 || c.LargeRequestMaxBytes < 0:
+		return errors.New("server: config: negative LargeRequestThreshold or LargeRequestMaxBytes")
 	case c.RequestThrottleMaxRequests < 0:
 		return errors.New("server: config: negative RequestThrottleMaxRequests")
 	case c.RequestThrottleStallTime < 0:

@@ -67,7 +67,7 @@ func newServerMetrics() *serverMetrics {
 	m.sessionless = s.Counter("sessionless_connections_expired", "Connections closed because no session was established in time.")
 	m.stale = s.Counter("stale_requests", "Requests admitted and never answered because their connection closed first.")
 	m.staleDropped = s.Counter("stale_requests_dropped", "Requests the request throttler dropped unhandled because their connection closed while they waited.")
-	m.largeRejected = s.Counter("large_requests_rejected", "Requests refused because their frame exceeds the maximum frame size (jute.maxbuffer).")
+	m.largeRejected = s.Counter("large_requests_rejected", "Requests refused because their frame exceeds the maximum frame size (jute.maxbuffer), or because they would take the large requests in process over largeRequestMaxBytes.")
 	m.tlsFailed = s.Counter("unsuccessful_handshake", "TLS handshakes with clients that failed (the connection was closed).")
 	for r := range closeReason(numCloseReasons) {
 		m.closed[r] = &metric.Counter{}

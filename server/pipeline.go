@@ -42,8 +42,10 @@ type request struct {
 	// writePath is a write's path, copied from its undecoded body while the log is on.
 	writePath string
 	// gated is set while the request counts as in process (Server.gate): from its admission
-	// until it is answered, or dropped unanswered.
+	// until it is answered, or dropped unanswered. large is what it counts against the
+	// large-request limit meanwhile.
 	gated bool
+	large int64
 }
 
 // admit decodes one frame and either handles it on arrival (auth, writes are started, bad
@@ -66,8 +68,9 @@ func (c *conn) admit(ctx context.Context, frame []byte) bool {
 		c.enqueue(r)
 		return false
 	}
-	if hdr.Type != jute.OpAuth && hdr.Type != jute.OpSASL && !c.enterProcess(r) {
-		// Dropped by the request throttler: the connection has gone.
+	if hdr.Type != jute.OpAuth && hdr.Type != jute.OpSASL && !c.enterProcess(r, len(frame)) {
+		// Dropped by the request throttler (the connection has gone) or refused as a large
+		// request over the limit.
 		return false
 	}
 	if hdr.Type.IsClientWrite() {
@@ -287,8 +290,17 @@ func (c *conn) enqueue(r *request) bool {
 // enterProcess counts r as in process, first waiting for the request throttler when it is full
 // (Config.RequestThrottleMaxRequests). It reports false when r must be dropped unanswered: its
 // connection has gone (request_throttle_drop_stale) or is stopping.
-func (c *conn) enterProcess(r *request) bool {
+func (c *conn) enterProcess(r *request, frameLen int) bool {
+	large, ok := c.s.gate.takeLarge(frameLen)
+	if !ok {
+		// As in ZooKeeper: counted, and the connection closes unanswered.
+		c.s.m.largeRejected.Inc()
+		c.abort(closeLargeRequest, fmt.Errorf("server: a %d-byte request would take the large requests in process over %d bytes", frameLen, c.s.cfg.LargeRequestMaxBytes))
+		return false
+	}
+	r.large = large
 	if !c.s.gate.acquire(c.gone, c.releaseHeld, c.stopped) {
+		c.leaveProcess(r)
 		return false
 	}
 	r.gated = true
@@ -297,6 +309,10 @@ func (c *conn) enterProcess(r *request) bool {
 
 // leaveProcess ends r's time in process, once it is answered or will never be.
 func (c *conn) leaveProcess(r *request) {
+	if r.large != 0 {
+		c.s.gate.largeBytes.Add(-r.large)
+		r.large = 0
+	}
 	if r.gated {
 		r.gated = false
 		c.s.gate.release()

@@ -43,6 +43,10 @@ type requestGate struct {
 	under   chan struct{}
 
 	waits, dropped func() // metric hooks: a stall, a stale request dropped
+
+	// Large requests (largeRequestThreshold, largeRequestMaxBytes): the bytes of those in process.
+	largeThreshold, largeMax int64
+	largeBytes               atomic.Int64
 }
 
 func newRequestGate(cfg *Config, waits, dropped func()) *requestGate {
@@ -55,6 +59,9 @@ func newRequestGate(cfg *Config, waits, dropped func()) *requestGate {
 		under:     make(chan struct{}),
 		waits:     waits,
 		dropped:   dropped,
+
+		largeThreshold: int64(cfg.LargeRequestThreshold),
+		largeMax:       int64(cfg.LargeRequestMaxBytes),
 	}
 	return g
 }
@@ -117,6 +124,30 @@ func (g *requestGate) acquire(gone func(probe bool) bool, waiting func(), stop <
 		}
 		t.Reset(g.stall)
 	}
+}
+
+// takeLarge counts a request frame of n bytes (its header included) against the large-request
+// limit, as ZooKeeper does: a frame over the threshold is refused when it would take the large
+// requests in process over the maximum; what is counted is the frame after its 8-byte header,
+// when that is itself over the threshold. It returns the bytes to give back once the request is
+// answered (0: none), and false when the request is refused.
+func (g *requestGate) takeLarge(n int) (int64, bool) {
+	size := int64(n)
+	if g.largeThreshold <= 0 || size <= g.largeThreshold {
+		return 0, true
+	}
+	if g.largeBytes.Load()+size > g.largeMax {
+		return 0, false
+	}
+	body := size - 8
+	if body <= g.largeThreshold {
+		return 0, true
+	}
+	if g.largeBytes.Add(body) > g.largeMax {
+		g.largeBytes.Add(-body)
+		return 0, false
+	}
+	return body, true
 }
 
 // passWake hands a wake-up on to another stalled reader when a slot is still free.

@@ -248,3 +248,49 @@ func TestRequestThrottleDropsStaleWrite(t *testing.T) {
 		t.Fatalf("exists /stale: %v; want NoNode: the dropped create must never be applied", err)
 	}
 }
+
+// Large-request throttling (largeRequestThreshold, largeRequestMaxBytes): a request frame over
+// the threshold that would take the large requests in process over the maximum closes its
+// connection unanswered and counts in large_requests_rejected, on zkd as on ZooKeeper; one within
+// the maximum is answered, and gives its bytes back when it is.
+func TestLargeRequestLimitAsZooKeeper(t *testing.T) {
+	targets := throttleTargets(t, func(c *server.Config) {
+		c.LargeRequestThreshold = 100
+		c.LargeRequestMaxBytes = 150
+	}, map[string]string{"largeRequestThreshold": "100", "largeRequestMaxBytes": "150"})
+	create := func(path string, n int) *jute.CreateRequest {
+		return &jute.CreateRequest{Path: path, Data: make([]byte, n), ACL: openACL}
+	}
+	for _, tg := range targets {
+		t.Run(tg.name, func(t *testing.T) {
+			r, err := conformance.DialRaw(tg.addr, 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { r.Close() })
+			if err := r.NewSession(10000); err != nil {
+				t.Fatal(err)
+			}
+			base := fmt.Sprintf("/large%d", time.Now().UnixNano())
+			// Frames of 55 bytes plus the data: 75 (small), 130 (large, within 150).
+			for i, n := range []int{20, 75, 75} {
+				if _, err := r.Do(jute.OpCreate, create(fmt.Sprintf("%s%d", base, i), n), &jute.CreateResponse{}); err != nil {
+					t.Fatalf("create with %d bytes of data: %v; want OK", n, err)
+				}
+			}
+			if err := r.Send(r.NextXid(), jute.OpCreate, create(base+"big", 300)); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.ExpectClosed(5 * time.Second); err != nil {
+				t.Fatalf("a 355-byte request over largeRequestMaxBytes=150: %v; want the connection closed unanswered", err)
+			}
+			if got := mntr(t, tg.addr)["zk_large_requests_rejected"]; got != 1 {
+				t.Errorf("large_requests_rejected = %v; want 1", got)
+			}
+			c, _ := connect(t, tg.addr)
+			if ok, _, err := c.Exists(base + "big"); err != nil || ok {
+				t.Errorf("exists %sbig = %v, %v; want false: the refused create must not be applied", base, ok, err)
+			}
+		})
+	}
+}

@@ -290,3 +290,34 @@ func TestRequestGateGlobalLimit(t *testing.T) {
 		}
 	})
 }
+
+// Large requests count against largeRequestMaxBytes while in process: a frame over the
+// threshold that would go over is refused, and what is given back is taken again.
+func TestRequestGateLargeRequests(t *testing.T) {
+	g, _, _ := newTestGate(Config{LargeRequestThreshold: 100, LargeRequestMaxBytes: 300})
+	if n, ok := g.takeLarge(100); !ok || n != 0 {
+		t.Fatalf("a frame at the threshold: %d, %v; want not counted", n, ok)
+	}
+	if n, ok := g.takeLarge(105); !ok || n != 0 {
+		t.Fatalf("a frame whose body is under the threshold: %d, %v; want let through, not counted", n, ok)
+	}
+	a, ok := g.takeLarge(158)
+	if !ok || a != 150 {
+		t.Fatalf("first large frame: %d, %v; want 150 bytes counted", a, ok)
+	}
+	if _, ok := g.takeLarge(151); ok {
+		t.Fatal("150 + 151 bytes let through a maximum of 300")
+	}
+	b, ok := g.takeLarge(150)
+	if !ok || b != 142 || g.largeBytes.Load() != 292 {
+		t.Fatalf("second large frame: %d, %v, total %d; want 142 counted, 292 in all", b, ok, g.largeBytes.Load())
+	}
+	g.largeBytes.Add(-a)
+	if _, ok := g.takeLarge(158); !ok {
+		t.Fatal("refused after bytes were given back")
+	}
+	off, _, _ := newTestGate(Config{})
+	if n, ok := off.takeLarge(1 << 20); !ok || n != 0 {
+		t.Fatalf("threshold off: %d, %v; want let through, not counted", n, ok)
+	}
+}

@@ -22,6 +22,7 @@ var throttleKeys = map[string]bool{
 	"connection_throttle_drop_decrease": true, "connection_throttle_decrease_ratio": true,
 	"connection_throttle_weight_enabled": true, "connection_throttle_global_session_weight": true,
 	"connection_throttle_local_session_weight": true, "connection_throttle_renew_session_weight": true,
+	"largeRequestThreshold": true, "largeRequestMaxBytes": true,
 }
 
 // isThrottleKey reports whether k (without the zookeeper. prefix) is one of them.
@@ -97,6 +98,27 @@ func setThrottle(cfg *server.Config, key, k, v string, log *slog.Logger) error {
 		cfg.ConnThrottleLocalSessionWeight, err = weight(key, v, log)
 	case "connection_throttle_renew_session_weight":
 		cfg.ConnThrottleRenewSessionWeight, err = weight(key, v, log)
+	case "largeRequestThreshold":
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return keyError(key, v, errors.New("must be an integer"))
+		}
+		cfg.LargeRequestThreshold = max(n, 0)
+		if n == 0 || n < -1 {
+			// ZooKeeper's own correction, with its own warning.
+			log.Warn("zoo.cfg: largeRequestThreshold must be -1 (off) or positive; large-request throttling is off", "key", key, "value", v)
+			cfg.LargeRequestThreshold = 0
+		}
+	case "largeRequestMaxBytes":
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return keyError(key, v, errors.New("must be an integer"))
+		}
+		if n <= 0 {
+			log.Warn("zoo.cfg: largeRequestMaxBytes must be positive; the default of 100 MiB stays", "key", key, "value", v)
+			n = 0
+		}
+		cfg.LargeRequestMaxBytes = n
 	default:
 		return keyError(key, v, errors.New("unknown throttling key"))
 	}

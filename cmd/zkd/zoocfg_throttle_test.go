@@ -30,6 +30,8 @@ func TestParseZooCfgThrottling(t *testing.T) {
 		"connection_throttle_global_session_weight=4",
 		"connection_throttle_local_session_weight=2",
 		"connection_throttle_renew_session_weight=3",
+		"largeRequestThreshold=1000",
+		"largeRequestMaxBytes=5000",
 	}
 	want := server.Config{
 		GlobalOutstandingLimit: 50, RequestThrottleMaxRequests: 20, RequestThrottleStallTime: 30 * time.Millisecond,
@@ -37,6 +39,7 @@ func TestParseZooCfgThrottling(t *testing.T) {
 		ConnThrottleFillCount: 2, ConnThrottleFreezeTime: 40 * time.Millisecond, ConnThrottleDropIncrease: 0.1,
 		ConnThrottleDropDecrease: 0.01, ConnThrottleDecreaseRatio: 0.5, ConnThrottleWeightEnabled: true,
 		ConnThrottleGlobalSessionWeight: 4, ConnThrottleLocalSessionWeight: 2, ConnThrottleRenewSessionWeight: 3,
+		LargeRequestThreshold: 1000, LargeRequestMaxBytes: 5000,
 	}
 	for _, prefix := range []string{"", "zookeeper."} {
 		st, err := parseZooCfg(strings.NewReader(base+prefix+strings.Join(lines, "\n"+prefix)+"\n"), slog.New(slog.DiscardHandler))
@@ -53,6 +56,7 @@ func TestParseZooCfgThrottling(t *testing.T) {
 			ConnThrottleDecreaseRatio: c.ConnThrottleDecreaseRatio, ConnThrottleWeightEnabled: c.ConnThrottleWeightEnabled,
 			ConnThrottleGlobalSessionWeight: c.ConnThrottleGlobalSessionWeight, ConnThrottleLocalSessionWeight: c.ConnThrottleLocalSessionWeight,
 			ConnThrottleRenewSessionWeight: c.ConnThrottleRenewSessionWeight,
+			LargeRequestThreshold:          c.LargeRequestThreshold, LargeRequestMaxBytes: c.LargeRequestMaxBytes,
 		}
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("prefix %q: got %+v; want %+v", prefix, got, want)
@@ -76,6 +80,9 @@ func TestParseZooCfgThrottlingSpecialValues(t *testing.T) {
 			return c.ConnThrottleFreezeTime > 0 && c.ConnThrottleFreezeTime < time.Millisecond
 		},
 		"request_throttle_stall_time=0": func(c server.Config) bool { return c.RequestThrottleStallTime > time.Hour },
+		"largeRequestThreshold=-1":      func(c server.Config) bool { return c.LargeRequestThreshold == 0 },
+		"largeRequestThreshold=0":       func(c server.Config) bool { return c.LargeRequestThreshold == 0 },
+		"largeRequestMaxBytes=-3":       func(c server.Config) bool { return c.LargeRequestMaxBytes == 0 },
 	} {
 		st, err := parseZooCfg(strings.NewReader(base+line+"\n"), slog.New(slog.DiscardHandler))
 		if err != nil || !check(st.cfg) {
