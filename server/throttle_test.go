@@ -92,6 +92,15 @@ func TestConnectionThrottleRefusesAsZooKeeper(t *testing.T) {
 					t.Errorf("mntr %s = %v (present %v); want %v", k, got, present, v)
 				}
 			}
+			// The refused connection was closed by the server; one the client closes counts
+			// in connection_drop_count.
+			if m["zk_connection_drop_count"] != 0 {
+				t.Errorf("connection_drop_count = %v before any client closed; want 0", m["zk_connection_drop_count"])
+			}
+			ok[0].Close()
+			if !testkit.Until(5*time.Second, func() bool { return mntr(t, tg.addr)["zk_connection_drop_count"] == 1 }) {
+				t.Errorf("connection_drop_count = %v after a client closed; want 1", mntr(t, tg.addr)["zk_connection_drop_count"])
+			}
 		})
 	}
 }
