@@ -135,6 +135,9 @@ func TestRequestThrottleStallsButAnswersAsZooKeeper(t *testing.T) {
 					if m["zk_stale_requests_dropped"] != 0 {
 						t.Errorf("stale_requests_dropped = %v with every client connected", m["zk_stale_requests_dropped"])
 					}
+					if !testkit.Until(5*time.Second, func() bool { return mntr(t, tg.addr)["zk_outstanding_requests"] == 0 }) {
+						t.Errorf("outstanding_requests = %v once every write was answered; want 0", mntr(t, tg.addr)["zk_outstanding_requests"])
+					}
 				})
 			}
 		})
@@ -255,6 +258,9 @@ func TestRequestThrottleDropsStaleWrite(t *testing.T) {
 	}
 	if _, err := watcher.Do(jute.OpExists, &jute.ExistsRequest{Path: "/stale"}, &jute.ExistsResponse{}); !errors.Is(err, jute.CodeNoNode) {
 		t.Fatalf("exists /stale: %v; want NoNode: the dropped create must never be applied", err)
+	}
+	if !testkit.Until(5*time.Second, func() bool { return mntr(t, s.Addr())["zk_outstanding_requests"] == 0 }) {
+		t.Errorf("outstanding_requests = %v with everything answered or dropped; want 0", mntr(t, s.Addr())["zk_outstanding_requests"])
 	}
 }
 
