@@ -309,3 +309,49 @@ func TestLargeRequestLimitAsZooKeeper(t *testing.T) {
 		})
 	}
 }
+
+// With connection_throttle_weight_enabled, the bucket holds the global weight (3) times the
+// configured tokens, a new session draws 3 and a reconnect 2, on zkd as on ZooKeeper.
+func TestConnectionThrottleWeightsAsZooKeeper(t *testing.T) {
+	targets := throttleTargets(t, func(c *server.Config) {
+		c.ConnThrottleTokens = 2
+		c.ConnThrottleFillTime = 10 * time.Minute
+		c.ConnThrottleWeightEnabled = true
+	}, map[string]string{"connection_throttle_tokens": "2", "connection_throttle_fill_time": "600000", "connection_throttle_weight_enabled": "true"})
+	for _, tg := range targets {
+		t.Run(tg.name, func(t *testing.T) {
+			dial := func() *conformance.Raw {
+				r, err := conformance.DialRaw(tg.addr, 5*time.Second)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { r.Close() })
+				return r
+			}
+			first := dial()
+			if err := first.NewSession(10000); err != nil {
+				t.Fatalf("new session, 3 of 6 tokens: %v", err)
+			}
+			again := dial() // the same session on a new connection: 2 of the 3 left
+			if _, _, err := again.Handshake(jute.ConnectRequest{TimeOut: 10000, SessionID: first.Session.SessionID, Passwd: first.Session.Passwd}); err != nil || again.Session.SessionID != first.Session.SessionID {
+				t.Fatalf("reconnect, 2 of 3 tokens: %v, session 0x%x", err, again.Session.SessionID)
+			}
+			refused := dial()
+			if err := refused.WriteBytes(conformance.Frame(jute.Marshal(nil, &jute.ConnectRequest{TimeOut: 10000, Passwd: make([]byte, 16)}))); err != nil {
+				t.Fatal(err)
+			}
+			if err := refused.ExpectClosed(5 * time.Second); err != nil {
+				t.Fatalf("new session with 1 token left: %v; want the connection closed unanswered", err)
+			}
+			m := mntr(t, tg.addr)
+			for k, v := range map[string]float64{
+				"zk_connection_rejected": 1, "zk_cnt_connection_token_deficit": 2,
+				"zk_min_connection_token_deficit": 3, "zk_max_connection_token_deficit": 5,
+			} {
+				if m[k] != v {
+					t.Errorf("mntr %s = %v; want %v", k, m[k], v)
+				}
+			}
+		})
+	}
+}
