@@ -6,6 +6,7 @@ import (
 	"sort"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -354,4 +355,25 @@ func TestConnectionThrottleWeightsAsZooKeeper(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The bucket refills with time: in a synctest bubble (a fake clock, no real waiting), one token
+// per second lets one session through per second and refuses the rest unanswered.
+func TestConnectionThrottleRefillsWithTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ln := startFake(t, func(c *server.Config) {
+			c.ConnThrottleTokens = 1
+			c.ConnThrottleFillTime = time.Second
+		})
+		try := func() error { return ln.dial(t).NewSession(10000) }
+		for second := range 3 {
+			if err := try(); err != nil {
+				t.Fatalf("second %d: first session refused: %v", second, err)
+			}
+			if err := try(); err == nil {
+				t.Fatalf("second %d: a second session let through an empty bucket", second)
+			}
+			time.Sleep(time.Second + time.Millisecond) // the bubble's clock: more than fill_time
+		}
+	})
 }
