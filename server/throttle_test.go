@@ -1,8 +1,11 @@
 package server_test
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"sort"
 	"sync"
 	"testing"
@@ -14,6 +17,7 @@ import (
 	"github.com/zkd-io/zkd/conformance"
 	"github.com/zkd-io/zkd/internal/testkit"
 	"github.com/zkd-io/zkd/internal/testkit/apachezk"
+	"github.com/zkd-io/zkd/internal/testkit/tlstest"
 	"github.com/zkd-io/zkd/internal/testkit/zktest"
 	"github.com/zkd-io/zkd/jute"
 	"github.com/zkd-io/zkd/server"
@@ -201,16 +205,34 @@ func crowdWrites(t *testing.T, addr string) {
 // and counted in stale_requests_dropped; the requests in process meanwhile are answered. The one
 // slot is held by blocking the apply hook after a watch fires: the write that fired it waits for
 // its result (and a read of the watcher, if it comes after the write, for the view with the event).
+// Over TLS too: the reader looks for the client's end of stream through the TLS connection.
 func TestRequestThrottleDropsStaleWrite(t *testing.T) {
+	t.Run("plain", func(t *testing.T) { testRequestThrottleDropsStaleWrite(t, false) })
+	t.Run("tls", func(t *testing.T) { testRequestThrottleDropsStaleWrite(t, true) })
+}
+
+func testRequestThrottleDropsStaleWrite(t *testing.T, useTLS bool) {
+	ca := tlstest.NewCA(t, "throttle CA")
+	leaf := ca.Issue(t, tlstest.Localhost("zkd"))
 	s := zkdtest.Start(t, zkdtest.WithConfig(func(c *server.Config) {
 		c.RequestThrottleMaxRequests = 1
 		c.RequestThrottleStallTime = 20 * time.Millisecond
+		if useTLS {
+			c.TLS = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{leaf.Cert.Raw}, PrivateKey: leaf.Key}}}
+			c.PortUnification = true
+		}
 	}))
+	roots := x509.NewCertPool()
+	roots.AddCert(ca.Cert)
 	dial := func() *conformance.Raw {
-		r, err := conformance.DialRaw(s.Addr(), 10*time.Second)
+		nc, err := net.DialTimeout("tcp", s.Addr(), 10*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
+		if useTLS {
+			nc = tls.Client(nc, &tls.Config{RootCAs: roots, ServerName: "localhost"})
+		}
+		r := conformance.NewRaw(nc, 10*time.Second)
 		t.Cleanup(func() { r.Close() })
 		if err := r.NewSession(10000); err != nil {
 			t.Fatal(err)
