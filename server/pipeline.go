@@ -26,8 +26,10 @@ type request struct {
 	// pending is a started write (or closeSession) whose result the executor waits for.
 	pending *consensus.Pending
 	// fixed, when set, is the complete answer decided on arrival: code and, rarely, a body.
-	fixed     bool
-	code      jute.Code
+	fixed bool
+	code  jute.Code
+	// large is what the request counts against the large-request limit while in process.
+	large     int32
 	fixedBody jute.Record
 	zeroZxid  bool // the reply carries zxid 0 (auth)
 	errBody   bool // an error reply keeps fixedBody (a failed sasl step)
@@ -35,17 +37,16 @@ type request struct {
 	closeAfter bool
 	// closeSession marks the closeSession write: its reply is followed by the socket's close.
 	closeSession bool
+	// gated is set while the request counts as in process (Server.gate): from its admission
+	// until it is answered, or dropped unanswered. (Beside the other flags: the struct's size
+	// is allocated per request.)
+	gated bool
 
 	// Stage times for the slow-request log (slowlog.go), since arrived, taken only while it is
 	// on: the write handed to consensus, the executor taking the request up, its reply queued.
 	proposed, started, answered time.Duration
 	// writePath is a write's path, copied from its undecoded body while the log is on.
 	writePath string
-	// gated is set while the request counts as in process (Server.gate): from its admission
-	// until it is answered, or dropped unanswered. large is what it counts against the
-	// large-request limit meanwhile.
-	gated bool
-	large int64
 }
 
 // admit decodes one frame and either handles it on arrival (auth, writes are started, bad
@@ -298,7 +299,7 @@ func (c *conn) enterProcess(r *request, frameLen int) bool {
 		c.abort(closeLargeRequest, fmt.Errorf("server: a %d-byte request would take the large requests in process over %d bytes", frameLen, c.s.cfg.LargeRequestMaxBytes))
 		return false
 	}
-	r.large = large
+	r.large = int32(large)
 	if !c.s.gate.acquire(c.gone, c.releaseHeld, c.stopped) {
 		c.leaveProcess(r)
 		return false
@@ -310,7 +311,7 @@ func (c *conn) enterProcess(r *request, frameLen int) bool {
 // leaveProcess ends r's time in process, once it is answered or will never be.
 func (c *conn) leaveProcess(r *request) {
 	if r.large != 0 {
-		c.s.gate.largeBytes.Add(-r.large)
+		c.s.gate.largeBytes.Add(-int64(r.large))
 		r.large = 0
 	}
 	if r.gated {
