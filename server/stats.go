@@ -84,9 +84,7 @@ func (s *Server) Stats() Stats {
 	}
 	lat := s.latency()
 	st.MinLatency, st.MaxLatency, st.AvgLatency = int64(lat.MinValue()), int64(math.Ceil(lat.MaxValue())), lat.Avg()
-	for range s.connections() {
-		st.Connections++
-	}
+	st.Connections = len(s.connections())
 	st.Outstanding = s.gate.inProcess.Load() // ZooKeeper's outstanding_requests: its requests in process
 	if st.Mode == "leader" {
 		st.Followers = len(st.Node.Followers)
