@@ -149,6 +149,16 @@ func TestMoreAdminCommands(t *testing.T) {
 	for k, want := range map[string]string{
 		"zkd.tickTime": "200", "zkd.maxSessionTimeout": "30000", "zkd.herdWatchThreshold": "10",
 		"zkd.slowRequestThresholdMs": "1000", "env.ZOO_TICK_TIME": "200", "env.ZOO_SUPER_PASSWORD": "(redacted)",
+		// The overload settings, at ZooKeeper's defaults.
+		"zkd.globalOutstandingLimit": "1000", "zkd.request_throttle_max_requests": "0",
+		"zkd.request_throttle_stall_time": "100", "zkd.request_throttle_drop_stale": "true",
+		"zkd.connection_throttle_tokens": "0", "zkd.connection_throttle_fill_time": "1",
+		"zkd.connection_throttle_fill_count": "1", "zkd.connection_throttle_freeze_time": "-1",
+		"zkd.connection_throttle_drop_increase": "0.02", "zkd.connection_throttle_drop_decrease": "0.002",
+		"zkd.connection_throttle_decrease_ratio": "0", "zkd.connection_throttle_weight_enabled": "false",
+		"zkd.connection_throttle_global_session_weight": "3", "zkd.connection_throttle_local_session_weight": "1",
+		"zkd.connection_throttle_renew_session_weight": "2", "zkd.largeRequestThreshold": "-1",
+		"zkd.largeRequestMaxBytes": "104857600",
 	} {
 		if m[k] != want {
 			t.Errorf("system_properties[%s] = %v; want %q", k, m[k], want)

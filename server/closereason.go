@@ -30,9 +30,11 @@ const (
 	closeSessionReconnected                    // the session reconnected on a newer connection to this server
 	closeSessionMoved                          // a write came after the session moved, or out of its order
 	closeHandshakeRefused                      // the handshake was refused (not serving, client ahead, no session)
+	closeThrottled                             // the connection throttle refused the session request
 	closeTLSHandshake                          // the TLS handshake failed
 	closeAuthFailed                            // authentication failed or is required
 	closeProtocolError                         // a malformed or oversized frame, or an op that is refused
+	closeLargeRequest                          // a large request would have gone over largeRequestMaxBytes
 	closeWriteTimeout                          // a reply could not be written within the write timeout
 	closeSlowConsumer                          // the client read its replies too slowly (outbound limit)
 	closeOutcomeUnknown                        // a write's outcome could not be learnt
@@ -61,9 +63,11 @@ var closeReasons = [numCloseReasons]struct {
 	closeSessionReconnected: {"session_reconnected", slog.LevelInfo},
 	closeSessionMoved:       {"session_moved", slog.LevelInfo},
 	closeHandshakeRefused:   {"handshake_refused", slog.LevelInfo},
+	closeThrottled:          {"connection_throttled", slog.LevelDebug},
 	closeTLSHandshake:       {"tls_handshake_failed", slog.LevelDebug}, // tls.go logs the first at Info
 	closeAuthFailed:         {"auth_failed", slog.LevelInfo},
 	closeProtocolError:      {"protocol_error", slog.LevelWarn},
+	closeLargeRequest:       {"large_request_rejected", slog.LevelInfo},
 	closeWriteTimeout:       {"write_timeout", slog.LevelWarn},
 	closeSlowConsumer:       {"slow_consumer", slog.LevelWarn},
 	closeOutcomeUnknown:     {"outcome_unknown", slog.LevelWarn},

@@ -108,6 +108,77 @@ type Config struct {
 	// beyond it the server stops reading that connection (TCP pushes back on the client).
 	// Zero means 1000.
 	MaxInFlight int
+	// GlobalOutstandingLimit is ZooKeeper's globalOutstandingLimit: once more requests than this
+	// are in process server-wide (or waiting for the request throttler), a connection that has a
+	// request of its own unanswered is not read until it has none or the server is back under the
+	// limit. Nothing is refused: TCP pushes back on the clients. Zero means 1000; negative means
+	// no limit.
+	GlobalOutstandingLimit int
+	// RequestThrottleMaxRequests is zookeeper.request_throttle_max_requests: at most this many
+	// requests in process server-wide; the reader of a connection whose next request finds none
+	// free waits, up to RequestThrottleStallTime at a time, until one is (request_throttle_wait_count
+	// counts each wait). Zero means no request throttling, as in ZooKeeper.
+	RequestThrottleMaxRequests int
+	// RequestThrottleStallTime is zookeeper.request_throttle_stall_time: the longest a throttled
+	// reader waits before it looks again (it is woken sooner when a request finishes). Zero means
+	// 100ms.
+	RequestThrottleStallTime time.Duration
+	// RequestThrottleKeepStale turns off zookeeper.request_throttle_drop_stale (on by default, as
+	// in ZooKeeper): with it off, a request the throttler held while its connection closed is
+	// still handled; with it on, it is dropped unanswered, never proposed, and counted in
+	// stale_requests_dropped. A write already proposed is never dropped.
+	RequestThrottleKeepStale bool
+
+	// ConnThrottleTokens is zookeeper.connection_throttle_tokens: the size of the token bucket a
+	// connection draws from when it asks for a session; with the bucket empty the connection is
+	// closed unanswered, as ZooKeeper closes it, and counted in connection_rejected. Zero means no
+	// connection throttling, as in ZooKeeper.
+	ConnThrottleTokens int
+	// ConnThrottleFillTime is zookeeper.connection_throttle_fill_time: every this long the bucket
+	// gets ConnThrottleFillCount tokens back (in whole milliseconds). Zero means 1ms.
+	ConnThrottleFillTime time.Duration
+	// ConnThrottleFillCount is zookeeper.connection_throttle_fill_count. Zero means 1.
+	ConnThrottleFillCount int
+	// ConnThrottleFreezeTime is zookeeper.connection_throttle_freeze_time: with it positive, a
+	// connection is also refused at random with a probability (connection_drop_probability) that
+	// is raised by ConnThrottleDropIncrease for each such period the bucket is found empty, and
+	// lowered by ConnThrottleDropDecrease for each period it is found with a deficit of at most
+	// ConnThrottleDecreaseRatio of the bucket. Times are whole milliseconds, as in ZooKeeper, so
+	// ZooKeeper's 0 (adjust at every connection) is any positive value under a millisecond. Zero
+	// means off (ZooKeeper's -1, its default).
+	ConnThrottleFreezeTime time.Duration
+	// ConnThrottleDropIncrease is zookeeper.connection_throttle_drop_increase. Zero means 0.02.
+	ConnThrottleDropIncrease float64
+	// ConnThrottleDropDecrease is zookeeper.connection_throttle_drop_decrease. Zero means 0.002.
+	ConnThrottleDropDecrease float64
+	// ConnThrottleDecreaseRatio is zookeeper.connection_throttle_decrease_ratio, from 0 to 1.
+	// Zero is ZooKeeper's default: the probability falls only when the bucket is full.
+	ConnThrottleDecreaseRatio float64
+	// ConnThrottleWeightEnabled is zookeeper.connection_throttle_weight_enabled: a new session
+	// draws ConnThrottleGlobalSessionWeight tokens and a reconnecting one
+	// ConnThrottleRenewSessionWeight, and ConnThrottleTokens and ConnThrottleFillCount count new
+	// sessions (the bucket holds the global weight times as many tokens). False means every
+	// connection draws one token.
+	ConnThrottleWeightEnabled bool
+	// ConnThrottleGlobalSessionWeight is zookeeper.connection_throttle_global_session_weight.
+	// Zero means 3. As in ZooKeeper, a weight below the local one is raised to it.
+	ConnThrottleGlobalSessionWeight int
+	// ConnThrottleLocalSessionWeight is zookeeper.connection_throttle_local_session_weight. zkd
+	// has no local sessions, so it only bounds the other two from below. Zero means 1.
+	ConnThrottleLocalSessionWeight int
+	// ConnThrottleRenewSessionWeight is zookeeper.connection_throttle_renew_session_weight.
+	// Zero means 2. As in ZooKeeper, a weight below the local one is raised to it.
+	ConnThrottleRenewSessionWeight int
+
+	// LargeRequestThreshold is zookeeper.largeRequestThreshold: a request frame longer than this
+	// many bytes is a large request, and the large requests in process together may hold at
+	// most LargeRequestMaxBytes; one that would go over closes its connection unanswered, counted
+	// in large_requests_rejected, as in ZooKeeper. Zero means no large-request limit (ZooKeeper's
+	// -1, its default).
+	LargeRequestThreshold int
+	// LargeRequestMaxBytes is zookeeper.largeRequestMaxBytes. Zero means ZooKeeper's 100 MiB.
+	LargeRequestMaxBytes int
+
 	// MaxOutboundBytes is how many reply and notification bytes may wait for one slow client
 	// before it is disconnected. Zero means 32 MiB.
 	MaxOutboundBytes int
@@ -237,6 +308,36 @@ func (c Config) withDefaults() Config {
 	if c.MaxTotalOutboundBytes == 0 {
 		c.MaxTotalOutboundBytes = 512 << 20
 	}
+	if c.LargeRequestMaxBytes == 0 {
+		c.LargeRequestMaxBytes = 100 << 20
+	}
+	if c.GlobalOutstandingLimit == 0 {
+		c.GlobalOutstandingLimit = 1000
+	}
+	if c.RequestThrottleStallTime == 0 {
+		c.RequestThrottleStallTime = 100 * time.Millisecond
+	}
+	if c.ConnThrottleFillTime == 0 {
+		c.ConnThrottleFillTime = time.Millisecond
+	}
+	if c.ConnThrottleFillCount == 0 {
+		c.ConnThrottleFillCount = 1
+	}
+	if c.ConnThrottleDropIncrease == 0 {
+		c.ConnThrottleDropIncrease = 0.02
+	}
+	if c.ConnThrottleDropDecrease == 0 {
+		c.ConnThrottleDropDecrease = 0.002
+	}
+	if c.ConnThrottleGlobalSessionWeight == 0 {
+		c.ConnThrottleGlobalSessionWeight = 3
+	}
+	if c.ConnThrottleLocalSessionWeight == 0 {
+		c.ConnThrottleLocalSessionWeight = 1
+	}
+	if c.ConnThrottleRenewSessionWeight == 0 {
+		c.ConnThrottleRenewSessionWeight = 2
+	}
 	if c.SessionlessTimeout == 0 {
 		c.SessionlessTimeout = 10 * time.Second
 	}
@@ -279,6 +380,21 @@ func (c Config) Validate() error {
 		return errors.New("server: config: MaxTotalOutboundBytes must be at least MaxOutboundBytes")
 	case c.MaxInFlight < 1:
 		return errors.New("server: config: MaxInFlight must be positive")
+	case c.LargeRequestThreshold < 0 || c.LargeRequestMaxBytes < 0:
+		return errors.New("server: config: negative LargeRequestThreshold or LargeRequestMaxBytes")
+	case c.RequestThrottleMaxRequests < 0:
+		return errors.New("server: config: negative RequestThrottleMaxRequests")
+	case c.RequestThrottleStallTime < 0:
+		return errors.New("server: config: negative RequestThrottleStallTime")
+	case c.ConnThrottleTokens < 0 || c.ConnThrottleFillCount < 0:
+		return errors.New("server: config: negative ConnThrottleTokens or ConnThrottleFillCount")
+	case c.ConnThrottleFillTime < 0 || c.ConnThrottleFreezeTime < 0:
+		return errors.New("server: config: negative ConnThrottleFillTime or ConnThrottleFreezeTime")
+	case c.ConnThrottleDropIncrease < 0 || c.ConnThrottleDropDecrease < 0 ||
+		c.ConnThrottleDecreaseRatio < 0 || c.ConnThrottleDecreaseRatio > 1:
+		return errors.New("server: config: ConnThrottleDropIncrease and ConnThrottleDropDecrease must not be negative, ConnThrottleDecreaseRatio must be within [0, 1]")
+	case c.ConnThrottleGlobalSessionWeight < 0 || c.ConnThrottleLocalSessionWeight < 0 || c.ConnThrottleRenewSessionWeight < 0:
+		return errors.New("server: config: negative connection throttle weight")
 	case c.SessionlessTimeout < 0:
 		return errors.New("server: config: negative SessionlessTimeout")
 	case c.ServerID < 0:
@@ -368,4 +484,17 @@ func (c Config) negotiate(req int32) int32 {
 		return hi
 	}
 	return req
+}
+
+// throttleWeights are the tokens each kind of session draws from the connection throttle when
+// weighing is on.
+type throttleWeights struct{ global, local, renew int }
+
+// connThrottleWeights returns the weights in force, corrected as ZooKeeper corrects them: the
+// global and renew weights are at least the local one.
+func (c *Config) connThrottleWeights() throttleWeights {
+	w := throttleWeights{global: c.ConnThrottleGlobalSessionWeight, local: c.ConnThrottleLocalSessionWeight, renew: c.ConnThrottleRenewSessionWeight}
+	w.global = max(w.global, w.local)
+	w.renew = max(w.renew, w.local)
+	return w
 }

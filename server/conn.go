@@ -85,6 +85,10 @@ type conn struct {
 	// the like); readsDone is signalled after each. Writes wait for it to reach zero.
 	readsQueued atomic.Int32
 	readsDone   chan struct{}
+	// pausing is set while the reader waits for the server to get back under its global
+	// outstanding limit (pauseForLimit); the executor then signals answered after each answer.
+	pausing  atomic.Bool
+	answered chan struct{}
 	// queued counts the requests handed to the executor and not yet completed by it. When it is
 	// zero the reader answers plain reads itself (admit): only the reader adds to it.
 	queued atomic.Int32
@@ -152,6 +156,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		reqs:      reqs,
 		readEnd:   make(chan struct{}),
 		readsDone: make(chan struct{}, 1),
+		answered:  make(chan struct{}, 1),
 	}
 	c.stats.established = time.Now()
 	c.stats.lastOp.Store(-1)
@@ -197,8 +202,9 @@ func (c *conn) releaseBuffers() {
 	c.out.release()
 	for {
 		select {
-		case <-c.reqs:
+		case r := <-c.reqs:
 			c.s.m.stale.Add(1)
+			c.leaveProcess(r)
 			continue
 		default:
 		}
@@ -345,6 +351,13 @@ func (c *conn) readLoop(ctx context.Context) error {
 	c.stats.received.Add(1)
 	c.s.m.packetsReceived.Inc()
 	c.s.m.bytesReceived.Add(int64(len(frame) + 4))
+	thr := c.s.connThr
+	if !thr.allow(thr.weight(req.SessionID != 0)) {
+		// As ZooKeeper refuses it: closed unanswered, counted as rejected.
+		c.s.m.connRejected.Inc()
+		return closeWith(closeThrottled, errors.New("server: session request refused by the connection throttle"))
+	}
+	c.s.m.tokenDeficit.Observe(uint64(thr.deficit()))
 	if ok, err := c.handshake(ctx, &req); !ok {
 		return err
 	}
@@ -381,6 +394,9 @@ func (c *conn) readLoop(ctx context.Context) error {
 		c.s.m.packetsReceived.Inc()
 		c.s.m.bytesReceived.Add(int64(len(frame) + 4))
 		if !c.admit(ctx, frame) {
+			return nil
+		}
+		if c.s.gate.over() && !c.pauseForLimit() {
 			return nil
 		}
 	}

@@ -33,6 +33,9 @@ type serverMetrics struct {
 	largeRejected   *metric.Counter
 	throttleWaits   *metric.Counter
 	outboundWaits   *metric.Counter
+	staleDropped    *metric.Counter
+	inFlightWaits   *metric.Counter
+	tokenDeficit    *metric.Summary
 	tlsFailed       *metric.Counter
 	// closed counts the connections that ended, by reason (closereason.go).
 	closed [numCloseReasons]*metric.Counter
@@ -64,15 +67,18 @@ func newServerMetrics() *serverMetrics {
 	m.revalidated = s.Counter("connection_revalidate_count", "Reconnects of an existing session validated with the leader.")
 	m.sessionless = s.Counter("sessionless_connections_expired", "Connections closed because no session was established in time.")
 	m.stale = s.Counter("stale_requests", "Requests admitted and never answered because their connection closed first.")
-	s.Add(metric.Item{Name: "stale_requests_dropped", Help: "Requests dropped because their connection closed first (same as stale_requests).", Counter: m.stale})
-	m.largeRejected = s.Counter("large_requests_rejected", "Requests refused because their frame exceeds the maximum frame size (jute.maxbuffer).")
+	m.staleDropped = s.Counter("stale_requests_dropped", "Requests the request throttler dropped unhandled because their connection closed while they waited.")
+	m.largeRejected = s.Counter("large_requests_rejected", "Requests refused because their frame exceeds the maximum frame size (jute.maxbuffer), or because they would take the large requests in process over largeRequestMaxBytes.")
 	m.tlsFailed = s.Counter("unsuccessful_handshake", "TLS handshakes with clients that failed (the connection was closed).")
 	for r := range closeReason(numCloseReasons) {
 		m.closed[r] = &metric.Counter{}
 		// In /metrics as one labelled series, zkd_connections_closed_total (collector).
 		s.Add(metric.Item{Name: "connections_closed_" + r.String(), Counter: m.closed[r], MntrOnly: true})
 	}
-	m.throttleWaits = s.Counter("request_throttle_wait_count", "Times a connection's reader waited because it had the maximum of requests in flight.")
+	m.throttleWaits = s.Counter("request_throttle_wait_count", "Waits of up to the stall time for the request throttler (request_throttle_max_requests requests in process).")
+	m.inFlightWaits = s.Counter("max_in_flight_wait_count", "Times a connection's reader waited because the connection had the maximum of requests in flight (zkd's per-connection limit).")
+	m.tokenDeficit = s.Summary("connection_token_deficit", "Tokens the connection throttle's bucket lacked after each session request it let through.", metric.Count, metric.Basic)
+	s.Add(metric.Item{Name: "connection_drop_count", Help: "Client connections the client closed (the server read the end of the stream).", Counter: m.closed[closeClientClosed]})
 	m.outboundWaits = s.Counter("outbound_wait_count", "Times a connection's reader waited for its unread replies to drain (1 MiB queued, or anything while the server-wide outbound bound is exceeded).")
 	m.read = s.Summary("readlatency", "Latency of requests that need no consensus (reads, pings, watch and session management), in milliseconds.", metric.Millis, metric.Advanced)
 	m.update = s.Summary("updatelatency", "Latency of writes, from arrival to the reply after this server applied them, in milliseconds.", metric.Millis, metric.Advanced)
@@ -214,6 +220,8 @@ func (s *Server) figures(st *Stats) []figure {
 	add("min_latency", "Smallest request latency since the last srst, in milliseconds.", math.Floor(lat.MinValue()))
 	add("max_latency", "Largest request latency since the last srst, in milliseconds.", math.Ceil(lat.MaxValue()))
 	add("outstanding_requests", "Requests admitted and not yet answered.", float64(st.Outstanding))
+	out = append(out, figure{name: "connection_drop_probability", help: "Probability that the connection throttle refuses a new session at random (connection_throttle_freeze_time).",
+		value: s.connThr.dropChance(), double: true})
 	add("znode_count", "Znodes in the data tree.", float64(st.NodeCount))
 	add("global_sessions", "Sessions in the replicated session table.", float64(st.Sessions))
 	add("local_sessions", "Local sessions (zkd has none: every session is global).", 0)

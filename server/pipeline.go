@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/zkd-io/zkd/consensus"
@@ -25,8 +26,10 @@ type request struct {
 	// pending is a started write (or closeSession) whose result the executor waits for.
 	pending *consensus.Pending
 	// fixed, when set, is the complete answer decided on arrival: code and, rarely, a body.
-	fixed     bool
-	code      jute.Code
+	fixed bool
+	code  jute.Code
+	// large is what the request counts against the large-request limit while in process.
+	large     int32
 	fixedBody jute.Record
 	zeroZxid  bool // the reply carries zxid 0 (auth)
 	errBody   bool // an error reply keeps fixedBody (a failed sasl step)
@@ -34,6 +37,10 @@ type request struct {
 	closeAfter bool
 	// closeSession marks the closeSession write: its reply is followed by the socket's close.
 	closeSession bool
+	// gated is set while the request counts as in process (Server.gate): from its admission
+	// until it is answered, or dropped unanswered. (Beside the other flags: the struct's size
+	// is allocated per request.)
+	gated bool
 
 	// Stage times for the slow-request log (slowlog.go), since arrived, taken only while it is
 	// on: the write handed to consensus, the executor taking the request up, its reply queued.
@@ -62,6 +69,11 @@ func (c *conn) admit(ctx context.Context, frame []byte) bool {
 		c.enqueue(r)
 		return false
 	}
+	if hdr.Type != jute.OpAuth && hdr.Type != jute.OpSASL && !c.enterProcess(r, len(frame)) {
+		// Dropped by the request throttler (the connection has gone) or refused as a large
+		// request over the limit.
+		return false
+	}
 	if hdr.Type.IsClientWrite() {
 		// A write's body goes to consensus as it arrived and is decoded once, when applied.
 		r.hdr = hdr
@@ -84,6 +96,7 @@ func (c *conn) admit(ctx context.Context, frame []byte) bool {
 		return c.enqueue(r)
 	}
 	if !c.accept(r) {
+		c.leaveProcess(r)
 		return false
 	}
 	switch hdr.Type {
@@ -182,6 +195,7 @@ func (c *conn) accept(r *request) bool {
 func (c *conn) admitWrite(ctx context.Context, r *request, body []byte) bool {
 	c.releaseHeld()
 	if !c.accept(r) || !c.awaitReads() {
+		c.leaveProcess(r)
 		return false
 	}
 	op := r.hdr.Type
@@ -203,6 +217,7 @@ func (c *conn) admitWrite(ctx context.Context, r *request, body []byte) bool {
 		r.fixed, r.code = true, jute.CodeOperationTimeout
 	case err != nil:
 		c.abort(closeNotServing, fmt.Errorf("server: %v not proposed: %w", op, err))
+		c.leaveProcess(r)
 		return false
 	default:
 		r.pending, r.closeSession = p, op == jute.OpCloseSession
@@ -262,15 +277,75 @@ func (c *conn) enqueue(r *request) bool {
 		return !r.closeAfter
 	default:
 	}
-	// MaxInFlight requests are waiting: the reader stops reading until one is answered
-	// (ZooKeeper's request throttler waits the same way).
-	c.s.m.throttleWaits.Inc()
+	// MaxInFlight requests are waiting: the reader stops reading until one is answered.
+	c.s.m.inFlightWaits.Inc()
 	select {
 	case c.reqs <- r:
 		return !r.closeAfter
 	case <-c.stopped:
+		c.leaveProcess(r)
 		return false
 	}
+}
+
+// enterProcess counts r as in process, first waiting for the request throttler when it is full
+// (Config.RequestThrottleMaxRequests). It reports false when r must be dropped unanswered: its
+// connection has gone (request_throttle_drop_stale) or is stopping.
+func (c *conn) enterProcess(r *request, frameLen int) bool {
+	large, ok := c.s.gate.takeLarge(frameLen)
+	if !ok {
+		// As in ZooKeeper: counted, and the connection closes unanswered.
+		c.s.m.largeRejected.Inc()
+		c.abort(closeLargeRequest, fmt.Errorf("server: a %d-byte request would take the large requests in process over %d bytes", frameLen, c.s.cfg.LargeRequestMaxBytes))
+		return false
+	}
+	r.large = int32(large)
+	if !c.s.gate.acquire(c.gone, c.releaseHeld, c.stopped) {
+		c.leaveProcess(r)
+		return false
+	}
+	r.gated = true
+	return true
+}
+
+// leaveProcess ends r's time in process, once it is answered or will never be.
+func (c *conn) leaveProcess(r *request) {
+	if r.large != 0 {
+		c.s.gate.largeBytes.Add(-int64(r.large))
+		r.large = 0
+	}
+	if r.gated {
+		r.gated = false
+		c.s.gate.release()
+	}
+}
+
+// gone reports whether the connection has closed; with probe, whether the client has closed its
+// end, which the reader would otherwise learn only at its next read: it looks a moment for more
+// of the stream, keeping whatever arrives for later. Only the reader calls it.
+func (c *conn) gone(probe bool) bool {
+	if c.isClosed() {
+		return true
+	}
+	if !probe || c.br.Buffered() >= c.br.Size() {
+		return false
+	}
+	_ = c.nc.SetReadDeadline(time.Now().Add(time.Millisecond))
+	_, err := c.br.Peek(c.br.Buffered() + 1)
+	// The reader renews the deadline only when it must wait for the socket: put it back.
+	_ = c.nc.SetReadDeadline(time.Now().Add(time.Duration(c.timeout.Load()) * time.Millisecond))
+	var ne net.Error
+	return err != nil && !(errors.As(err, &ne) && ne.Timeout())
+}
+
+// pauseForLimit holds the reader while the server is over its global outstanding limit and this
+// connection has a request unanswered (ZooKeeper stops reading such a connection). It reports
+// false when the connection stops meanwhile.
+func (c *conn) pauseForLimit() bool {
+	c.releaseHeld()
+	c.pausing.Store(true)
+	defer c.pausing.Store(false)
+	return c.s.gate.pause(func() bool { return c.queued.Load() > 0 }, c.answered, c.stopped)
 }
 
 // executeLoop completes the admitted requests in order until the reader is done and everything
@@ -292,6 +367,12 @@ func (c *conn) executeLoop(ctx context.Context) {
 		}
 		ok := c.complete(ctx, r)
 		c.queued.Add(-1)
+		if c.pausing.Load() {
+			select {
+			case c.answered <- struct{}{}:
+			default:
+			}
+		}
 		// The writer writes the executor's replies: writing them here, when nothing else was
 		// queued, measured no gain (docs/performance.md).
 		c.out.flush()
@@ -304,6 +385,7 @@ func (c *conn) executeLoop(ctx context.Context) {
 // complete answers one request; it reports false when the connection ends with it.
 func (c *conn) complete(ctx context.Context, r *request) bool {
 	s := c.s
+	defer c.leaveProcess(r)
 	defer func() { c.recordLatency(r.hdr.Type, r.pending != nil, time.Since(r.arrived)) }()
 	if s.slow.on() {
 		r.started = time.Since(r.arrived)

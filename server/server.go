@@ -77,7 +77,11 @@ type Server struct {
 		sync.Mutex
 		version int64
 	}
-	m        *serverMetrics
+	m *serverMetrics
+	// gate is the request throttler and the global outstanding limit; connThr throttles new
+	// sessions (throttle.go).
+	gate     *requestGate
+	connThr  *connThrottle
 	registry *prometheus.Registry
 	slow     *slowLog
 	intro    introspection // admin_commands.go
@@ -125,6 +129,8 @@ func newServer(cfg Config) *Server {
 	s.workers = newWorkers(s.ctx, &s.wg)
 	s.outBudget = newOutBudget(cfg.MaxTotalOutboundBytes)
 	s.m = newServerMetrics()
+	s.gate = newRequestGate(&s.cfg, s.m.throttleWaits.Inc, s.m.staleDropped.Inc)
+	s.connThr = newConnThrottle(&s.cfg, nil, nil)
 	s.registry = newRegistry(s)
 	s.watches = newWatchManager(0)
 	s.watches.fired = s.m.watchFired

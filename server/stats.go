@@ -30,7 +30,8 @@ type Stats struct {
 	AvgLatency             float64
 	// Connections is the number of open client connections.
 	Connections int
-	// Outstanding is the number of requests admitted and not yet answered.
+	// Outstanding is the number of requests admitted and not yet answered, server-wide (what
+	// the request throttler and the global outstanding limit count).
 	Outstanding int64
 	// NodeCount is ZooKeeper's znode_count.
 	NodeCount int
@@ -83,10 +84,8 @@ func (s *Server) Stats() Stats {
 	}
 	lat := s.latency()
 	st.MinLatency, st.MaxLatency, st.AvgLatency = int64(lat.MinValue()), int64(math.Ceil(lat.MaxValue())), lat.Avg()
-	for _, c := range s.connections() {
-		st.Connections++
-		st.Outstanding += int64(len(c.reqs))
-	}
+	st.Connections = len(s.connections())
+	st.Outstanding = s.gate.inProcess.Load() // ZooKeeper's outstanding_requests: its requests in process
 	if st.Mode == "leader" {
 		st.Followers = len(st.Node.Followers)
 		for _, f := range st.Node.Followers {

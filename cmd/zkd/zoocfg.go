@@ -357,6 +357,10 @@ func parseZooCfg(r io.Reader, log *slog.Logger) (settings, error) {
 				return st, fmt.Errorf("zoo.cfg: %s=%q: not a whole number of bytes", key, v)
 			}
 			cfg.MaxTotalOutboundBytes = n
+		case isThrottleKey(k):
+			if err := setThrottle(cfg, key, k, v, log); err != nil {
+				return st, err
+			}
 		case isQuorumSecurityKey(k):
 			if err := st.quorum.set(&st, key, k, v); err != nil {
 				return st, err
