@@ -362,9 +362,6 @@ func (c *conn) readLoop(ctx context.Context) error {
 		return err
 	}
 	for {
-		// The deadline bounds the wait for the socket, so it is renewed only when Next will read
-		// from it: a frame the client pipelined is already here. (Renewing it moves a runtime
-		// timer; for a pipelining client that was one in every request.)
 		if !c.out.roomy() {
 			// The client is not reading its replies (or the server's outbound bound is
 			// exceeded): read nothing more until they drain, so TCP pushes back on it.
@@ -374,6 +371,9 @@ func (c *conn) readLoop(ctx context.Context) error {
 				return nil
 			}
 		}
+		// The deadline bounds the wait for the socket, so it is renewed only when Next will read
+		// from it: a frame the client pipelined is already here. (Renewing it moves a runtime
+		// timer; for a pipelining client that was one in every request.)
 		if !fr.Buffered() {
 			timeout := time.Duration(c.timeout.Load()) * time.Millisecond
 			_ = c.nc.SetReadDeadline(time.Now().Add(timeout))
