@@ -8,7 +8,7 @@ STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # wrote it so that a rebase stays a diff of zkd's own changes.
 LINTPKGS  ?= $(shell $(GO) list $(PKGS) | grep -v /internal/third_party/)
 
-.PHONY: all build test test-forks test-outside test-consensus-long test-short test-zookeeper run cluster bench bench-compare fuzz lint vet fmt-check staticcheck conformance compat clean
+.PHONY: all build test test-forks test-outside test-consensus-long test-short test-zookeeper run cluster bench bench-compare bench-flood fuzz lint vet fmt-check staticcheck conformance compat clean
 
 all: build
 
@@ -68,6 +68,11 @@ bench:
 ## BENCHFLAGS="-duration 3s -repeat 1 -memory 100000 -snapshot-znodes 100000" for a quick look)
 bench-compare:
 	./scripts/bench/run.sh $(BENCHFLAGS)
+
+## bench-flood: zkd and Apache ZooKeeper under the flood (pipelining flooders, a client that never
+## reads, a connect storm) beside well-behaved probes; FLOODFLAGS="-flooders 200 -duration 5s" for a quick look
+bench-flood:
+	./scripts/bench/flood.sh $(FLOODFLAGS)
 
 ## fuzz: every Fuzz target in the module for FUZZTIME each
 fuzz:
