@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Server memory under N lock contenders (zkbench -workload lock: raw jute clients, a connection
+# each; every contender reads the lock directory once), for a zkd binary and for Apache ZooKeeper
+# (-Xmx1000m): the server's VmRSS before, at its peak (sampled every 200 ms) and once the
+# contenders are done.
+#
+#   scripts/bench/lockmem.sh BIN [N]        (N defaults to 6000; needs ulimit -n above N)
+set -euo pipefail
+[ $# -ge 1 ] || { sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+bin=$1 n=${2:-6000}
+. "$(dirname "$0")/lib.sh"
+bench_setup lockmem
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+port=${LOCKMEM_PORT:-21832}
+rss() { awk '/^VmRSS:/ {print int($2 / 1024)}' "/proc/$1/status"; }
+measure() { # measure NAME PID
+	local peak=0 sampler
+	(
+		p=0
+		while kill -0 "$2" 2>/dev/null; do
+			r=$(rss "$2") && [ "$r" -gt "$p" ] && p=$r && echo "$p" >"$tmp/peak"
+			sleep 0.2
+		done
+	) &
+	sampler=$!
+	local before
+	before=$(rss "$2")
+	"$tmp/zkbench" -addr "127.0.0.1:$port" -workload lock -clients "$n" -ops "$n" -duration 0 -session-timeout 120s | tail -n 3
+	peak=$(cat "$tmp/peak" 2>/dev/null || echo 0)
+	echo "$1: $n contenders, VmRSS before $before MB, peak $peak MB, after $(rss "$2") MB"
+	kill "$sampler" 2>/dev/null || true
+	rm -f "$tmp/peak"
+}
+
+mkdir -p "$tmp/data"
+printf 'dataDir=%s\nclientPort=%s\nclientPortAddress=127.0.0.1\nmaxClientCnxns=0\nadmin.enableServer=false\n' "$tmp/data" "$port" >"$tmp/zoo.cfg"
+bench_start "$port" "$bin" -config "$tmp/zoo.cfg"
+measure "$bin" "$pid"
+bench_stop
+
+mkdir -p "$tmp/zk"
+bench_start "$port" "$tmp/zkbench" zookeeper -addr "127.0.0.1:$port" -dir "$tmp/zk" -cfg maxClientCnxns=0 -heap-mb 1000
+jvm=$(ss -ltnpH "sport = :$port" | grep -o 'pid=[0-9]*' | head -n 1 | cut -d= -f2)
+measure "Apache ZooKeeper" "${jvm:-$pid}"
