@@ -58,11 +58,12 @@ type mixedRun struct {
 	held           []heldSession
 	created        map[string]int // parent → creates acknowledged, parent/n-00000000 on
 	uncertain      map[string]bool
-	churn          map[string]int // the churners' counts (sessions=, locks=, ...)
-	expired        int            // victims the test expired
-	stalls, cuts   int            // how: by stalling or cutting the victim's proxy
-	churnCuts      int            // churners' connections cut under them
-	faults         []string       // what went wrong in the test's own driving
+	churn          map[string]int  // the churners' counts (sessions=, locks=, ...)
+	expired        int             // victims the test expired
+	expiryWaits    []time.Duration // from each victim's cut or stall to its ephemeral gone
+	stalls, cuts   int             // how: by stalling or cutting the victim's proxy
+	churnCuts      int             // churners' connections cut under them
+	faults         []string        // what went wrong in the test's own driving
 	log            string
 }
 
@@ -213,6 +214,7 @@ func runMixed(t *testing.T, r *mixedRun, tg mixedTarget, to mixedTimeouts, hold 
 			} else {
 				victims.Cut()
 			}
+			faulted := time.Now()
 			gone := testkit.Until(10*to.victim+time.Minute, func() bool {
 				ok, _, err := obs.Exists(path)
 				return err == nil && !ok
@@ -224,6 +226,7 @@ func runMixed(t *testing.T, r *mixedRun, tg mixedTarget, to mixedTimeouts, hold 
 			}
 			mu.Lock()
 			r.expired++
+			r.expiryWaits = append(r.expiryWaits, time.Since(faulted))
 			mu.Unlock()
 		}
 	})
@@ -362,8 +365,14 @@ func checkMixed(t *testing.T, tg mixedTarget, runs []*mixedRun) {
 			for _, n := range r.created {
 				created += n
 			}
-			t.Logf("long-lived: %d ops, %d creates, %d disconnects, %d errors; churn %v; victims expired %d (%d stalls, %d cuts), churn connections cut %d",
-				r.held[0].ops, created, r.held[0].disconnects, r.held[0].errors, r.churn, r.expired, r.stalls, r.cuts, r.churnCuts)
+			slices.Sort(r.expiryWaits)
+			var median, longest time.Duration
+			if n := len(r.expiryWaits); n > 0 {
+				median, longest = r.expiryWaits[n/2], r.expiryWaits[n-1]
+			}
+			t.Logf("long-lived: %d ops, %d creates, %d disconnects, %d errors; churn %v; victims expired %d (%d stalls, %d cuts; expiry took %v median, %v at most), churn connections cut %d",
+				r.held[0].ops, created, r.held[0].disconnects, r.held[0].errors, r.churn, r.expired, r.stalls, r.cuts,
+				median.Round(time.Millisecond), longest.Round(time.Millisecond), r.churnCuts)
 			if created == 0 {
 				t.Errorf("the long-lived client created nothing\n%s", r.log)
 			}
