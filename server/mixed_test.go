@@ -136,10 +136,18 @@ func runMixed(t *testing.T, r *mixedRun, tg mixedTarget, to mixedTimeouts, hold 
 		churn = append(churn, p)
 		churnAddrs = append(churnAddrs, p.Addr())
 	}
-	victims := tcpproxy.Start(t, tg.addrs[len(tg.addrs)-1])
+	// The victims have proxies of their own, one per server as the churners do: a victim turned
+	// away by one member (behind what the victim has seen, or not serving) tries another.
+	var victims []*tcpproxy.Proxy
+	var victimAddrs []string
+	for _, a := range tg.addrs {
+		p := tcpproxy.Start(t, a)
+		victims = append(victims, p)
+		victimAddrs = append(victimAddrs, p.Addr())
+	}
 	prefix := fmt.Sprintf("/mixed-%s-%d", r.client, os.Getpid())
 	ms := func(d time.Duration) string { return strconv.Itoa(int(d.Milliseconds())) }
-	args := []string{strings.Join(tg.addrs, ","), strings.Join(churnAddrs, ","), victims.Addr(), secs(hold),
+	args := []string{strings.Join(tg.addrs, ","), strings.Join(churnAddrs, ","), strings.Join(victimAddrs, ","), secs(hold),
 		ms(to.hold), ms(to.churn), ms(to.victim), prefix}
 	var name string
 	switch r.client {
@@ -209,17 +217,21 @@ func runMixed(t *testing.T, r *mixedRun, tg mixedTarget, to mixedTimeouts, hold 
 				r.cuts++
 			}
 			mu.Unlock()
-			if stallIt {
-				victims.Stall()
-			} else {
-				victims.Cut()
+			for _, p := range victims {
+				if stallIt {
+					p.Stall()
+				} else {
+					p.Cut()
+				}
 			}
 			faulted := time.Now()
 			gone := testkit.Until(10*to.victim+time.Minute, func() bool {
 				ok, _, err := obs.Exists(path)
 				return err == nil && !ok
 			})
-			victims.Resume()
+			for _, p := range victims {
+				p.Resume()
+			}
 			if !gone {
 				fault("victim %s was not expired within %v", path, 10*to.victim+time.Minute)
 				continue
@@ -337,11 +349,13 @@ var mixedChurnKinds = map[string][]string{
 
 // Closes a zkd server makes for the churn: clients closing their sockets or sessions, sessions
 // expired (and the victims' reconnects told so), a session moving to a newer connection after
-// a cut, and the test's own mntr. client_idle (nothing came within the session timeout) is a
-// stalled victim's too, so at most one per stall; any other reason is a fault.
+// a cut, a churner reconnecting after a cut to a cluster member behind what it has seen (turned
+// away to try another, as ZooKeeper turns it away), and the test's own mntr. client_idle
+// (nothing came within the session timeout) is a stalled victim's too, so at most one per
+// stall; any other reason is a fault.
 var mixedExpectedCloses = map[string]bool{
 	"client_closed": true, "session_closed": true, "session_expired": true, "session_reconnected": true,
-	"four_letter_word": true, "client_idle": true,
+	"handshake_refused": true, "four_letter_word": true, "client_idle": true,
 }
 
 func checkMixed(t *testing.T, tg mixedTarget, runs []*mixedRun) {
