@@ -129,25 +129,31 @@ var (
 // runMixed runs one client program on tg for hold, expiring its victims and cutting its
 // churners' connections as it goes.
 func runMixed(t *testing.T, r *mixedRun, tg mixedTarget, to mixedTimeouts, hold time.Duration) {
-	var churn []*tcpproxy.Proxy
-	var churnAddrs []string
-	for _, a := range tg.addrs {
-		p := tcpproxy.Start(t, a)
-		churn = append(churn, p)
-		churnAddrs = append(churnAddrs, p.Addr())
+	// The churners have a proxy per server, and so do the victims: a victim turned away by one
+	// member (behind what the victim has seen, or not serving) tries another.
+	proxies := func() ([]*tcpproxy.Proxy, string) {
+		var ps []*tcpproxy.Proxy
+		var addrs []string
+		for _, a := range tg.addrs {
+			p, err := tcpproxy.New(a)
+			if err != nil {
+				r.err = err
+				continue
+			}
+			t.Cleanup(p.Close)
+			ps = append(ps, p)
+			addrs = append(addrs, p.Addr())
+		}
+		return ps, strings.Join(addrs, ",")
 	}
-	// The victims have proxies of their own, one per server as the churners do: a victim turned
-	// away by one member (behind what the victim has seen, or not serving) tries another.
-	var victims []*tcpproxy.Proxy
-	var victimAddrs []string
-	for _, a := range tg.addrs {
-		p := tcpproxy.Start(t, a)
-		victims = append(victims, p)
-		victimAddrs = append(victimAddrs, p.Addr())
+	churn, churnAddrs := proxies()
+	victims, victimAddrs := proxies()
+	if r.err != nil {
+		return
 	}
 	prefix := fmt.Sprintf("/mixed-%s-%d", r.client, os.Getpid())
 	ms := func(d time.Duration) string { return strconv.Itoa(int(d.Milliseconds())) }
-	args := []string{strings.Join(tg.addrs, ","), strings.Join(churnAddrs, ","), strings.Join(victimAddrs, ","), secs(hold),
+	args := []string{strings.Join(tg.addrs, ","), churnAddrs, victimAddrs, secs(hold),
 		ms(to.hold), ms(to.churn), ms(to.victim), prefix}
 	var name string
 	switch r.client {
@@ -209,6 +215,24 @@ func runMixed(t *testing.T, r *mixedRun, tg mixedTarget, to mixedTimeouts, hold 
 		// (connections closed and refused) until the server has expired the session, then lets
 		// the victim through to learn of it.
 		for path := range ready {
+			bound := 10*to.victim + time.Minute
+			// The test's session watches the victim's znode before the fault. (A plain read
+			// could come from a member that has not applied the victim's create yet and call
+			// the znode gone at once; sync first.)
+			var ev <-chan zk.Event
+			if !testkit.Until(bound, func() bool {
+				if _, err := obs.Sync(path); err != nil {
+					return false
+				}
+				ok, _, w, err := obs.ExistsW(path)
+				if err == nil && ok {
+					ev = w
+				}
+				return err == nil
+			}) {
+				fault("could not watch victim %s: the test's own session failed for %v", path, bound)
+				continue
+			}
 			mu.Lock()
 			stallIt := (r.stalls+r.cuts)%2 == 0
 			if stallIt {
@@ -225,15 +249,29 @@ func runMixed(t *testing.T, r *mixedRun, tg mixedTarget, to mixedTimeouts, hold 
 				}
 			}
 			faulted := time.Now()
-			gone := testkit.Until(10*to.victim+time.Minute, func() bool {
-				ok, _, err := obs.Exists(path)
-				return err == nil && !ok
-			})
+			gone := ev == nil // the session had expired already
+			if !gone {
+				select {
+				case e := <-ev:
+					gone = e.Type == zk.EventNodeDeleted
+				case <-time.After(bound):
+				}
+			}
+			if !gone && time.Since(faulted) < bound {
+				// The watch ended without the deletion (the test's own connection dropped): look.
+				gone = testkit.Until(bound-time.Since(faulted), func() bool {
+					if _, err := obs.Sync(path); err != nil {
+						return false
+					}
+					ok, _, err := obs.Exists(path)
+					return err == nil && !ok
+				})
+			}
 			for _, p := range victims {
 				p.Resume()
 			}
 			if !gone {
-				fault("victim %s was not expired within %v", path, 10*to.victim+time.Minute)
+				fault("victim %s was not expired within %v", path, bound)
 				continue
 			}
 			mu.Lock()

@@ -51,15 +51,25 @@ type Conn struct {
 // Start listens on 127.0.0.1:0 and forwards what it accepts to target until the test ends.
 func Start(t testing.TB, target string) *Proxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := New(target)
 	if err != nil {
 		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+// New listens on 127.0.0.1:0 and forwards what it accepts to target until Close; for a
+// goroutine other than the test's, which must not call t.Fatal.
+func New(target string) (*Proxy, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
 	}
 	p := &Proxy{target: target, ln: ln, conns: map[*Conn]bool{}, done: make(chan struct{})}
 	p.cond = sync.NewCond(&p.mu)
 	go p.accept()
-	t.Cleanup(p.Close)
-	return p
+	return p, nil
 }
 
 // Addr is where clients connect.
