@@ -8,7 +8,7 @@ STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # wrote it so that a rebase stays a diff of zkd's own changes.
 LINTPKGS  ?= $(shell $(GO) list $(PKGS) | grep -v /internal/third_party/)
 
-.PHONY: all build test test-forks test-outside test-consensus-long test-short test-zookeeper run cluster bench bench-compare bench-flood fuzz lint vet fmt-check staticcheck conformance compat clean
+.PHONY: all build test test-forks test-outside test-consensus-long test-short test-zookeeper soak-clients run cluster bench bench-compare bench-flood fuzz lint vet fmt-check staticcheck conformance compat clean
 
 all: build
 
@@ -51,6 +51,13 @@ test-zookeeper:
 	RECIPES_TARGET=zookeeper $(GO) test -race -count=1 -timeout 20m ./recipes/
 	ZKBENCH_TARGET=zookeeper $(GO) test -race -count=1 -timeout 10m ./cmd/zkbench/
 	CONFORMANCE_ZK_ENSEMBLE=1 $(GO) test -race -count=1 -timeout 20m ./conformance/...
+
+## soak-clients: a long-lived Curator and kazoo client creating znodes beside churning sessions, locks,
+## latches, semaphores, elections and expired sessions, with zoo.cfg's stock tickTime, for ZKD_SOAK
+## (default 10m) on zkd standalone, a zkd cluster and real ZooKeeper (server and ensemble, if
+## installed). `make test` runs a 75-second form with a short tickTime.
+soak-clients:
+	ZKD_SOAK=$${ZKD_SOAK:-10m} $(GO) test -race -count=1 -timeout 120m -v -run '^TestMixedClientsSoak$$' ./server/
 
 ## run: run zkd standalone with embedded defaults (./data, port 2181)
 run:
