@@ -112,8 +112,10 @@ func TestConnThrottleRandomDrop(t *testing.T) {
 		ConnThrottleFreezeTime: 100 * time.Millisecond, ConnThrottleDropIncrease: 0.25, ConnThrottleDropDecrease: 0.1,
 	}, clk, func() float64 { return draw })
 	draw = 0.5
-	if !thr.allow(1) || !thr.allow(1) {
-		t.Fatal("refused with tokens and no drop probability")
+	for i := range 2 {
+		if !thr.allow(1) {
+			t.Fatalf("session %d refused with tokens and no drop probability", i+1)
+		}
 	}
 	clk.advance(100 * time.Millisecond)
 	thr.allow(1) // not past the freeze period: no adjustment
