@@ -395,9 +395,7 @@ func shuttingDown(t *testing.T, tg target, cs []*client) string {
 	run = connectAll(run, []string{addr})
 	started := make(chan struct{})
 	go func() {
-		// Stop once requests are being applied: some are then answered, some in flight. 500
-		// stays under zkd's 1000 requests in flight per connection: past it zkd stops reading
-		// and kazoo 2.8 blocks the caller of create_async for good (see the report of issue 43).
+		// Stop once requests are being applied: some are then answered, some in flight.
 		testkit.Until(20*time.Second, func() bool {
 			for _, c := range run {
 				if _, s, err := a.Children("/flight/" + slug(c.kind.name)); err == nil && s.NumChildren > 0 {
