@@ -30,7 +30,9 @@ func render(res results, kinds []clientKind) string {
 		"the state the client reported. **HANG** marks a call with no answer within its deadline; \"ZooKeeper:\"\n" +
 		"follows where ZooKeeper's behaviour differs. The test fails when zkd hangs a client, kills its I/O\n" +
 		"thread or has a write applied twice, unless ZooKeeper does the same to that client. The C client\n" +
-		"(cli_mt) is not driven yet.\n\n")
+		"is driven through its shell cli_mt (Debian zookeeper-bin): it shows return codes (named as in\n" +
+		"zookeeper.h) and session events, always writes 3 bytes of data and hides the session password,\n" +
+		"so the rows that need a large write, the password or many requests at once skip it.\n\n")
 	b.WriteString("| condition |")
 	for _, k := range kinds {
 		b.WriteString(" " + k.name + " |")

@@ -64,10 +64,10 @@ public class Driver {
                 boolean ro = a[3].equals("1");
                 if (curator) {
                     cf = CuratorFrameworkFactory.builder().connectString(a[1]).sessionTimeoutMs(timeout)
-                        .connectionTimeoutMs(3000).retryPolicy(new RetryNTimes(2, 200)).canBeReadOnly(ro).build();
+                        .connectionTimeoutMs(2000).retryPolicy(new RetryNTimes(2, 200)).canBeReadOnly(ro).build();
                     cf.getConnectionStateListenable().addListener((c, s) -> lastEvent = s.name());
                     cf.start();
-                    if (!cf.blockUntilConnected(15, TimeUnit.SECONDS)) return "err NotConnected";
+                    if (!cf.blockUntilConnected(8, TimeUnit.SECONDS)) return "err NotConnected";
                     long sid = cf.getZookeeperClient().getZooKeeper().getSessionId();
                     byte[] pw = cf.getZookeeperClient().getZooKeeper().getSessionPasswd();
                     return "ok " + Long.toHexString(sid) + " " + hex(pw);
@@ -81,7 +81,7 @@ public class Driver {
                     }
                 };
                 zk = new ZooKeeperAdmin(a[1], timeout, w, ro);
-                if (!up.await(15, TimeUnit.SECONDS)) return "err NotConnected";
+                if (!up.await(8, TimeUnit.SECONDS)) return "err NotConnected";
                 return "ok " + Long.toHexString(zk.getSessionId()) + " " + hex(zk.getSessionPasswd());
             }
             case "create": {
@@ -149,8 +149,14 @@ public class Driver {
                         zk.create(p, new byte[0], ZooDefs.Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT_SEQUENTIAL, cb, null);
                     }
                 }
-                if (!done.await(15, TimeUnit.SECONDS)) return "err BurstUnanswered";
-                synchronized (errs) { return "ok " + ok.get() + " " + String.join(",", errs); }
+                // Wait for every result up to one deadline, then classify: answered, failed (by
+                // exception name), or not completed yet.
+                done.await(8, TimeUnit.SECONDS);
+                synchronized (errs) {
+                    long pending = done.getCount();
+                    return "ok " + ok.get() + " " + (n - ok.get() - pending) + " " + pending + " "
+                        + (errs.isEmpty() ? "-" : String.join(",", errs));
+                }
             }
             case "state":
                 if (curator) return "ok " + cf.getZookeeperClient().getZooKeeper().getState() + " " + lastEvent;
