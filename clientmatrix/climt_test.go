@@ -120,6 +120,9 @@ func (d *cliDriver) start(addrs string, readOnly bool, deadline time.Time) strin
 	for !connected || id == "" {
 		l, ok := d.next(deadline)
 		if !ok {
+			if l == "NoAnswer" {
+				l = "NotConnected" // as the other drivers name it
+			}
 			return "err " + l
 		}
 		if s, ok := strings.CutPrefix(l, "Got a new session id: 0x"); ok {

@@ -440,7 +440,7 @@ func noQuorum(t *testing.T, tg target, cs []*client) string {
 			return
 		}
 		c.cell.saw += ", get: " + c.saw("get /quorum")
-		c.stateAfter(true)
+		c.stateOnlyAfter()
 	})
 	return ""
 }
@@ -477,13 +477,13 @@ func notReadOnly(t *testing.T, tg target, cs []*client) string {
 		out, ok := c.do(fmt.Sprintf("connect %s 6000 %s", addrs[0], ro), connectWithin)
 		if !ok {
 			c.cell.saw = "connect: " + out
-			c.stateAfter(true)
+			c.stateOnlyAfter()
 			return
 		}
 		r := c.saw("get /")
 		w := c.saw("create /ro-" + slug(c.kind.name) + " 0 p")
 		c.cell.saw = "connected; get: " + r + ", create: " + w
-		c.stateAfter(true)
+		c.stateOnlyAfter()
 	})
 	return ""
 }
