@@ -3,7 +3,6 @@ package clientmatrix
 import (
 	"bufio"
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -387,10 +386,4 @@ func (d *goDriver) getLast() string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.last
-}
-
-// decodeHex is hex.DecodeString that yields nil for "-".
-func decodeHex(s string) []byte {
-	b, _ := hex.DecodeString(s)
-	return b
 }

@@ -424,8 +424,3 @@ func joinSet(m map[string]bool) string {
 	slices.Sort(ks)
 	return strings.Join(ks, ",")
 }
-
-func exists(path string) bool {
-	_, err := os.Stat(path)
-	return err == nil
-}
