@@ -8,7 +8,7 @@ STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # wrote it so that a rebase stays a diff of zkd's own changes.
 LINTPKGS  ?= $(shell $(GO) list $(PKGS) | grep -v /internal/third_party/)
 
-.PHONY: all build test test-forks test-outside test-consensus-long test-short test-zookeeper soak-clients run cluster bench bench-compare bench-flood fuzz lint vet fmt-check staticcheck conformance compat clean
+.PHONY: all build test test-forks test-outside test-consensus-long test-short test-zookeeper soak-clients run cluster bench bench-compare bench-flood fuzz lint vet fmt-check staticcheck conformance compat client-matrix client-matrix-check clean
 
 all: build
 
@@ -108,11 +108,26 @@ conformance:
 ## (standalone and cluster) and real ZooKeeper (standalone and ensemble)
 compat:
 	CONFORMANCE_ZK_ENSEMBLE=1 $(GO) test -count=1 -json ./conformance/ > conformance.json || true
-	$(GO) run ./conformance/matrix < conformance.json > docs/compatibility.md
+	$(GO) run ./conformance/matrix -keep docs/compatibility.md < conformance.json > compatibility.md.new
+	mv compatibility.md.new docs/compatibility.md
 	@echo "docs/compatibility.md written"
 
+## client-matrix: drive every real client (Java, Curator, kazoo, go-zookeeper,
+## node-zookeeper-client, the C client's cli_mt) through every adverse condition on zkd and real
+## ZooKeeper and rewrite the "Clients under adverse conditions" section of docs/compatibility.md
+## (about 3 minutes, alone and without the race detector: cells depend on timing, so `make test`
+## skips it; needs every client: scripts/install-node-client.sh for the Node one)
+client-matrix:
+	./scripts/install-node-client.sh
+	$(GO) test -count=1 -p 1 -timeout 10m -run '^TestClientMatrix$$' ./clientmatrix/ -update
+
+## client-matrix-check: the same run, failing when the committed section is out of date (CI runs it)
+client-matrix-check:
+	./scripts/install-node-client.sh
+	CLIENTMATRIX_CHECK=1 $(GO) test -count=1 -p 1 -timeout 10m -run '^TestClientMatrix$$' ./clientmatrix/
+
 clean:
-	rm -rf bin conformance.out conformance.json
+	rm -rf bin conformance.out conformance.json compatibility.md.new
 
 ## chaos: the fault suite of internal/testkit/chaos (needs root: network namespaces) for a long mix: per target,
 ## CHAOS_RUNS runs (default 3) of CHAOS_DURATION of faults (default 5m), so about 15 minutes of faults

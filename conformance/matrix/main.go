@@ -4,12 +4,16 @@
 // output:
 //
 //	go test -json ./conformance/... | go run ./conformance/matrix > docs/compatibility.md
+//
+// With -keep FILE, the section of FILE between the client matrix markers (written by the
+// clientmatrix test, `make client-matrix`) is carried over after the conformance table.
 package main
 
 import (
 	"bufio"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -26,11 +30,44 @@ type event struct {
 // result is the outcome of one check on one target.
 type result struct{ row, target, action string }
 
+// The client matrix section's markers (clientmatrix/doc_test.go writes them).
+const (
+	keepBegin = "<!-- client-matrix:begin -->"
+	keepEnd   = "<!-- client-matrix:end -->"
+)
+
 func main() {
-	if err := run(os.Stdin, os.Stdout); err != nil {
+	keep := flag.String("keep", "", "carry the client matrix section of this file over into the output")
+	flag.Parse()
+	var section string
+	if *keep != "" {
+		b, err := os.ReadFile(*keep)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		section = keptSection(string(b))
+	}
+	out := io.Writer(os.Stdout)
+	if err := run(os.Stdin, out); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	if section != "" {
+		if _, err := io.WriteString(out, "\n"+section); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	}
+}
+
+// keptSection returns the client matrix section of doc, markers included, or "".
+func keptSection(doc string) string {
+	i, j := strings.Index(doc, keepBegin), strings.Index(doc, keepEnd)
+	if i < 0 || j < i {
+		return ""
+	}
+	return doc[i:j+len(keepEnd)] + "\n"
 }
 
 func run(in io.Reader, out io.Writer) error {

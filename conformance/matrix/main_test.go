@@ -42,3 +42,13 @@ func TestRunRejectsInputWithoutResults(t *testing.T) {
 		t.Fatalf("run accepted input with no conformance results")
 	}
 }
+
+func TestKeptSectionCarriesTheClientMatrixOver(t *testing.T) {
+	doc := "# Compatibility matrix\n\n| a |\n\n" + keepBegin + "\n## Clients\n| x |\n" + keepEnd + "\n"
+	if got, want := keptSection(doc), keepBegin+"\n## Clients\n| x |\n"+keepEnd+"\n"; got != want {
+		t.Fatalf("keptSection = %q, want %q", got, want)
+	}
+	if got := keptSection("# no section\n"); got != "" {
+		t.Fatalf("keptSection of a doc without the section = %q", got)
+	}
+}
