@@ -168,14 +168,46 @@ func fullDisk(t *testing.T, tg target, cs []*client) string {
 	return ""
 }
 
+// throttleMax is request_throttle_max_requests on the server of the throttled row.
+const throttleMax = 2
+
+// throttled sends a burst of creates from every client at once to a server whose request
+// throttler admits throttleMax requests at a time: ZooKeeper's throttler (and zkd's) makes them
+// wait, never refuses them, so every one is answered.
 func throttled(t *testing.T, tg target, cs []*client) string {
-	src, err := os.ReadFile(filepath.Join("..", "cmd", "zkd", "zoocfg.go"))
-	if err != nil || !strings.Contains(string(src), "zookeeper.request_throttle_max_requests") {
-		return "pending the request throttler"
+	addr, _ := standalone(t, tg,
+		[]zkdtest.Option{zkdtest.WithConfig(func(c *server.Config) { c.RequestThrottleMaxRequests = throttleMax })},
+		[]string{"-Dzookeeper.request_throttle_max_requests=" + strconv.Itoa(throttleMax)})
+	a := admin(t, []string{addr})
+	var run []*client
+	for _, c := range cs {
+		if c.kind.name == "C cli_mt" {
+			c.cell.skip = "the driver gives cli_mt one request at a time"
+			continue
+		}
+		mkdirs(t, a, "/throttled/"+slug(c.kind.name))
+		run = append(run, c)
 	}
-	// The throttler exists now: this row is to be written (see the package doc).
-	t.Errorf("zkd has zookeeper.request_throttle_max_requests: write the throttled row of the client matrix")
-	return "not written yet"
+	run = connectAll(run, []string{addr})
+	each(run, func(c *client) {
+		out, ok := c.do("burst /throttled/"+slug(c.kind.name)+" 200", burstWait+opWithin)
+		if !ok {
+			c.cell.saw = out
+			return
+		}
+		f := strings.Fields(out)
+		switch {
+		case len(f) < 4:
+			c.cell.saw = "unexpected answer " + out
+		case f[0] == "200":
+			c.cell.saw = "200 creates at once: all answered"
+		default:
+			c.cell.saw = fmt.Sprintf("200 creates at once: %s answered, %s failed (%s), %s pending", f[0], f[1], f[3], f[2])
+		}
+		c.probeAfter("/probe-throttled-"+slug(c.kind.name), 5*time.Second)
+		c.cell.dup = duplicates(t, a, "/throttled/"+slug(c.kind.name), false)
+	})
+	return ""
 }
 
 func maxBufferServer(t *testing.T, tg target) string {
