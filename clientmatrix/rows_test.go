@@ -168,6 +168,21 @@ func fullDisk(t *testing.T, tg target, cs []*client) string {
 	return ""
 }
 
+// only returns the clients keep accepts and marks every other one's cell skipped, saying why.
+func only(cs []*client, keep func(*client) bool, why string) []*client {
+	var run []*client
+	for _, c := range cs {
+		if !keep(c) {
+			c.cell.skip = why
+			continue
+		}
+		run = append(run, c)
+	}
+	return run
+}
+
+func notCliMt(c *client) bool { return c.kind.name != "C cli_mt" }
+
 // throttleMax is request_throttle_max_requests on the server of the throttled row.
 const throttleMax = 2
 
@@ -179,14 +194,9 @@ func throttled(t *testing.T, tg target, cs []*client) string {
 		[]zkdtest.Option{zkdtest.WithConfig(func(c *server.Config) { c.RequestThrottleMaxRequests = throttleMax })},
 		[]string{"-Dzookeeper.request_throttle_max_requests=" + strconv.Itoa(throttleMax)})
 	a := admin(t, []string{addr})
-	var run []*client
-	for _, c := range cs {
-		if c.kind.name == "C cli_mt" {
-			c.cell.skip = "the driver gives cli_mt one request at a time"
-			continue
-		}
+	run := only(cs, notCliMt, "the driver gives cli_mt one request at a time")
+	for _, c := range run {
 		mkdirs(t, a, "/throttled/"+slug(c.kind.name))
-		run = append(run, c)
 	}
 	run = connectAll(run, []string{addr})
 	each(run, func(c *client) {
@@ -219,15 +229,10 @@ func maxBufferServer(t *testing.T, tg target) string {
 func requestOverMaxBuffer(t *testing.T, tg target, cs []*client) string {
 	addr := maxBufferServer(t, tg)
 	a := admin(t, []string{addr})
-	var run []*client
 	for _, c := range cs {
 		mkdirs(t, a, "/big/"+slug(c.kind.name))
-		if c.kind.name == "C cli_mt" {
-			c.cell.skip = "cli_mt always writes the 3 bytes \"new\""
-			continue
-		}
-		run = append(run, c)
 	}
+	run := only(cs, notCliMt, "cli_mt always writes the 3 bytes \"new\"")
 	run = connectAll(run, []string{addr})
 	each(run, func(c *client) {
 		c.cell.saw = c.saw(fmt.Sprintf("create /big/%s/w %d s", slug(c.kind.name), smallMaxBuffer+36<<10))
@@ -294,15 +299,10 @@ func noReplyLimit(name string) string {
 func sessionMoved(t *testing.T, tg target, cs []*client) string {
 	addrs, _ := ensemble(t, tg, nil, nil)
 	a := admin(t, addrs)
-	var run []*client
 	for _, c := range cs {
 		mkdirs(t, a, "/moved/"+slug(c.kind.name))
-		if c.kind.name == "C cli_mt" {
-			c.cell.skip = "cli_mt does not show the session password"
-			continue
-		}
-		run = append(run, c)
 	}
+	run := only(cs, notCliMt, "cli_mt does not show the session password")
 	// Each client on the first server only; then its session is taken over on the second
 	// server by a raw connection presenting the same id and password.
 	run = connectAll(run, addrs[:1])
@@ -507,14 +507,7 @@ func notReadOnly(t *testing.T, tg target, cs []*client) string {
 	if tg == zookeeper && !testkit.Until(30*time.Second, func() bool { return readOnlyMode(addrs[0]) }) {
 		t.Fatal("the surviving ZooKeeper server did not turn read-only")
 	}
-	var run []*client
-	for _, c := range cs {
-		if !c.kind.readOnly {
-			c.cell.skip = "the client has no read-only sessions"
-			continue
-		}
-		run = append(run, c)
-	}
+	run := only(cs, func(c *client) bool { return c.kind.readOnly }, "the client has no read-only sessions")
 	each(run, func(c *client) {
 		ro := "1"
 		out, ok := c.do(fmt.Sprintf("connect %s 6000 %s", addrs[0], ro), connectWithin)
@@ -537,14 +530,7 @@ func shuttingDown(t *testing.T, tg target, cs []*client) string {
 	for _, c := range cs {
 		mkdirs(t, a, "/flight/"+slug(c.kind.name))
 	}
-	var run []*client
-	for _, c := range cs {
-		if c.kind.name == "C cli_mt" {
-			c.cell.skip = "the driver gives cli_mt one request at a time"
-			continue
-		}
-		run = append(run, c)
-	}
+	run := only(cs, notCliMt, "the driver gives cli_mt one request at a time")
 	run = connectAll(run, []string{addr})
 	started := make(chan struct{})
 	go func() {
@@ -585,14 +571,7 @@ func shuttingDown(t *testing.T, tg target, cs []*client) string {
 
 func reconfigDisabled(t *testing.T, tg target, cs []*client) string {
 	addr := plainServer(t, tg)
-	var run []*client
-	for _, c := range cs {
-		if strings.HasPrefix(c.kind.name, "node-") {
-			c.cell.skip = "the client has no reconfig"
-			continue
-		}
-		run = append(run, c)
-	}
+	run := only(cs, func(c *client) bool { return !strings.HasPrefix(c.kind.name, "node-") }, "the client has no reconfig")
 	run = connectAll(run, []string{addr})
 	each(run, func(c *client) {
 		c.cell.saw = c.saw("reconfig")
