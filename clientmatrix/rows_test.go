@@ -483,7 +483,8 @@ func noQuorum(t *testing.T, tg target, cs []*client) string {
 			c.cell.saw = "a request gets no answer"
 			return
 		}
-		c.stateOnlyAfter()
+		// No state afterwards: a client that retries the surviving member may be connecting or
+		// briefly connected (the Java client, on zkd, in a CI run) when asked.
 	})
 	return ""
 }
