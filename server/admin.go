@@ -268,7 +268,7 @@ func (s *Server) connectionsJSON() []map[string]any {
 		list = append(list, map[string]any{
 			"remote_socket_address": c.remote,
 			"interest_ops":          c.interestOps(),
-			"outstanding_requests":  len(c.reqs),
+			"outstanding_requests":  c.queued.Load(),
 			"packets_received":      st.received.Load(),
 			"packets_sent":          st.sent.Load(),
 			"session_id":            c.session(),

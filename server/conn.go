@@ -20,10 +20,10 @@ import (
 // purpose; the close's reason says why (closereason.go).
 var errClosedByServer = errors.New("server: connection closed by server")
 
-// conn is one client connection. Three goroutines own it: serve (the reader, which admits
+// conn is one client connection. Up to three goroutines own it: serve (the reader, which admits
 // requests in arrival order, and answers a plain read itself when nothing is queued before it),
-// the executor (executeLoop, which completes the rest in that order) and the writer
-// (out.writeLoop). The one that answers a request writes its reply itself when nothing else is
+// the executor (executor, which completes the rest in that order, running only while it has
+// requests to answer) and the writer (out.writeLoop). The one that answers a request writes its reply itself when nothing else is
 // queued, and leaves it to the writer otherwise; only one goroutine writes the socket at a time
 // (out.go). See pipeline.go. The apply hook and the server's housekeeping only push frames onto
 // out and may close the connection.
@@ -73,11 +73,22 @@ type conn struct {
 	// does: "[0](queued=0,recved=1,sent=0)".
 	flw     atomic.Bool
 	stopped chan struct{} // closed by abort and finish: reader and executor stop
-	// reqs holds the admitted requests, reader → executor; readEnd is closed when the reader
-	// has admitted its last one. reqs itself is never closed, so that it can serve another
-	// connection once this one ended (connBuffers).
-	reqs    chan *request
-	readEnd chan struct{}
+	// exec holds the admitted requests, reader → executor, in arrival order. The executor is a
+	// goroutine only while it has requests to answer: the reader starts one when it queues a
+	// request and none runs, and it ends once the queue is empty. So an idle connection holds
+	// one goroutine (its reader) and no queue, and its memory follows what it has in flight.
+	exec struct {
+		sync.Mutex
+		q       []*request
+		head    int  // q[head:] are waiting
+		running bool // an executor is answering the queue
+		ended   bool // the executor stopped because the connection ended: none starts again
+	}
+	// execRuns counts the executor's runs; only the reader adds to it and waits for it.
+	execRuns sync.WaitGroup
+	// execCtx is the context the executor waits for writes with; serve sets it before the
+	// reader admits anything.
+	execCtx context.Context
 	// plainBr is the reader newConn gave the connection; startTLS reads the handshake and the
 	// TLS records through it and puts a reader of the decrypted stream in br.
 	plainBr *bufio.Reader
@@ -85,12 +96,14 @@ type conn struct {
 	// the like); readsDone is signalled after each. Writes wait for it to reach zero.
 	readsQueued atomic.Int32
 	readsDone   chan struct{}
-	// pausing is set while the reader waits for the server to get back under its global
-	// outstanding limit (pauseForLimit); the executor then signals answered after each answer.
+	// pausing is set while the reader waits for an answer: for the server to get back under its
+	// global outstanding limit (pauseForLimit), or for room under MaxInFlight (enqueue). The
+	// executor then signals answered after each answer.
 	pausing  atomic.Bool
 	answered chan struct{}
-	// queued counts the requests handed to the executor and not yet completed by it. When it is
-	// zero the reader answers plain reads itself (admit): only the reader adds to it.
+	// queued counts the requests handed to the executor and not yet completed by it (at most
+	// Config.MaxInFlight). When it is zero the reader answers plain reads itself (admit): only the
+	// reader adds to it.
 	queued atomic.Int32
 	// held is set while replies to reads the reader answered itself wait in out for the rest of
 	// a pipelined burst (admit); only the reader touches it.
@@ -141,7 +154,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 	if h, _, err := net.SplitHostPort(remote); err == nil {
 		ip = h
 	}
-	br, reqs := s.connBuffers(nc)
+	br := s.readBuffer(nc)
 	c := &conn{
 		s:         s,
 		raw:       nc,
@@ -153,8 +166,6 @@ func newConn(s *Server, nc net.Conn) *conn {
 		ip:        ip,
 		log:       slog.New(&lazyAttrs{h: s.log.Handler()}).With("remote", remote),
 		stopped:   make(chan struct{}),
-		reqs:      reqs,
-		readEnd:   make(chan struct{}),
 		readsDone: make(chan struct{}, 1),
 		answered:  make(chan struct{}, 1),
 	}
@@ -167,55 +178,41 @@ func newConn(s *Server, nc net.Conn) *conn {
 	return c
 }
 
-// connBuffers are a connection's read buffer (readBufSize) and its queue of MaxInFlight admitted
-// requests (pointers: a channel of request values would cost MaxInFlight times the struct).
 // readBufSize is a connection's read buffer: room for dozens of pipelined requests of usual
 // size per read, and little to hold on each of thousands of idle connections. A frame larger than
 // it is read straight into its own buffer.
 const readBufSize = 4 << 10
 
-type connBuffers struct {
-	br   *bufio.Reader
-	reqs chan *request
-}
-
-// connBuffers returns a read buffer over nc and an empty request queue, those of an ended
-// connection when there is one.
-func (s *Server) connBuffers(nc net.Conn) (*bufio.Reader, chan *request) {
-	if b, ok := s.connBufs.Get().(*connBuffers); ok {
-		if b.br == nil {
-			return bufio.NewReaderSize(nc, readBufSize), b.reqs
-		}
-		b.br.Reset(nc)
-		return b.br, b.reqs
+// readBuffer returns a read buffer over nc: that of an ended connection when there is one.
+func (s *Server) readBuffer(nc net.Conn) *bufio.Reader {
+	if br, ok := s.readBufs.Get().(*bufio.Reader); ok {
+		br.Reset(nc)
+		return br
 	}
-	return bufio.NewReaderSize(nc, readBufSize), make(chan *request, s.cfg.MaxInFlight)
+	return bufio.NewReaderSize(nc, readBufSize)
 }
 
-// releaseBuffers gives the connection's read buffer and request queue to a later connection. It
-// is called once the reader and the executor have ended: nothing reads the buffer any more (no
-// frame or record refers into it: FrameReader copies each frame out) and nothing sends to the
-// queue. What is still queued was never answered; it is counted as stale and dropped. The read
-// buffer of a TLS connection is not reused: the TLS connection keeps reading through it, and
-// were anything ever to read that connection late, it would read another client's bytes.
+// releaseBuffers gives the connection's read buffer to a later connection, and drops what is
+// left in its request queue. It is called once the reader and the executor have ended: nothing
+// reads the buffer any more (no frame or record refers into it: FrameReader copies each frame
+// out) and nothing queues requests. What is still queued was never answered; it is counted as
+// stale. The read buffer of a TLS connection is not reused: the TLS connection keeps reading
+// through it, and were anything ever to read that connection late, it would read another client's
+// bytes.
 func (c *conn) releaseBuffers() {
 	c.out.release()
-	for {
-		select {
-		case r := <-c.reqs:
-			c.s.m.stale.Add(1)
-			c.leaveProcess(r)
-			continue
-		default:
-		}
-		break
+	c.exec.Lock()
+	left := c.exec.q[c.exec.head:]
+	c.exec.q, c.exec.head, c.exec.ended = nil, 0, true
+	c.exec.Unlock()
+	for _, r := range left {
+		c.s.m.stale.Add(1)
+		c.leaveProcess(r)
 	}
-	b := &connBuffers{reqs: c.reqs}
 	if c.nc == c.raw {
 		c.plainBr.Reset(nil)
-		b.br = c.plainBr
+		c.s.readBufs.Put(c.plainBr)
 	}
-	c.s.connBufs.Put(b)
 }
 
 func (c *conn) session() int64     { return c.sid.Load() }
@@ -279,7 +276,7 @@ func (c *conn) serve(ctx context.Context) {
 		written = c.replyWritten
 	}
 	c.out.setSink(c.nc, c.s.cfg.MaxSessionTimeout, func(n int) { c.s.m.bytesSent.Add(int64(n)) }, written)
-	wg.Add(2)
+	wg.Add(1)
 	c.s.workers.Go(func() {
 		defer wg.Done()
 		err := c.out.writeLoop()
@@ -289,16 +286,11 @@ func (c *conn) serve(ctx context.Context) {
 		_ = c.nc.Close()
 		cancel()
 	})
-	execDone := make(chan struct{})
-	c.s.workers.Go(func() {
-		defer wg.Done()
-		defer close(execDone)
-		defer c.recoverPanic()
-		c.executeLoop(ctx)
-	})
+	c.execCtx = ctx
 	var err error
 	defer func() {
 		c.abort(c.readEnded(err), err)
+		c.execRuns.Wait()
 		wg.Wait()
 		cancel()
 		c.s.connClosed(c)
@@ -310,8 +302,7 @@ func (c *conn) serve(ctx context.Context) {
 	err = c.readLoop(ctx)
 	c.releaseHeld()
 	// Let the executor answer what was admitted (closeSession's reply, writes in flight).
-	close(c.readEnd)
-	<-execDone
+	c.execRuns.Wait()
 }
 
 // recoverPanic turns a panic in request handling into the close of this connection only.

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"io"
 	"net"
 	"testing"
@@ -17,23 +18,20 @@ func TestReleasedConnBuffersStartClean(t *testing.T) {
 	t.Cleanup(func() { _ = old.Close(); _ = oldPeer.Close() })
 	c := newConn(s, old)
 	for range 3 {
-		c.reqs <- &request{}
+		c.exec.q = append(c.exec.q, &request{})
 	}
 	before := s.m.stale.Total()
 	c.releaseBuffers()
 	if got := s.m.stale.Total() - before; got != 3 {
 		t.Fatalf("stale requests counted on release = %d; want 3", got)
 	}
-	if len(c.reqs) != 0 {
-		t.Fatalf("released queue still holds %d requests", len(c.reqs))
+	if len(c.exec.q) != 0 || !c.exec.ended {
+		t.Fatalf("released queue still holds %d requests (ended %v)", len(c.exec.q), c.exec.ended)
 	}
 
 	nc, peer := net.Pipe()
 	t.Cleanup(func() { _ = nc.Close(); _ = peer.Close() })
-	br, reqs := s.connBuffers(nc)
-	if len(reqs) != 0 || cap(reqs) != cfg.MaxInFlight {
-		t.Fatalf("new connection's queue: len %d cap %d; want empty with room for %d", len(reqs), cap(reqs), cfg.MaxInFlight)
-	}
+	br := s.readBuffer(nc)
 	go func() { _, _ = peer.Write([]byte("ruok")) }()
 	got := make([]byte, 4)
 	if _, err := io.ReadFull(br, got); err != nil || string(got) != "ruok" {
@@ -51,7 +49,7 @@ func TestTLSConnReaderIsNotReused(t *testing.T) {
 	c := newConn(s, raw)
 	c.nc = tlsSide
 	c.releaseBuffers()
-	if b, ok := s.connBufs.Get().(*connBuffers); ok && b.br != nil {
+	if br, ok := s.readBufs.Get().(*bufio.Reader); ok && br != nil {
 		t.Fatal("a TLS connection's reader went back to the pool")
 	}
 }

@@ -10,7 +10,7 @@ import (
 )
 
 // reply queues a reply for xid and counts it; the executor flushes it once the request is
-// answered (executeLoop). The reply to the request the executor is timing for the slow-request
+// answered (executor). The reply to the request the executor is timing for the slow-request
 // log is queued with it, so whoever writes it can tell when it left.
 func (c *conn) reply(xid int32, zxid int64, code jute.Code, body jute.Record) {
 	c.replyFrame(xid, zxid, code, body, false)

@@ -350,7 +350,7 @@ func (c *conn) interestOps() int {
 // matches what go-zookeeper's FLWCons parses).
 func (c *conn) consLine() string {
 	st := &c.stats
-	line := fmt.Sprintf(" /%s[%d](queued=%d,recved=%d,sent=%d", c.remote, c.interestOps(), len(c.reqs), st.received.Load(), st.sent.Load())
+	line := fmt.Sprintf(" /%s[%d](queued=%d,recved=%d,sent=%d", c.remote, c.interestOps(), c.queued.Load(), st.received.Load(), st.sent.Load())
 	if sid := c.session(); sid != 0 {
 		avg := int64(0)
 		if n := st.count.Load(); n > 0 {

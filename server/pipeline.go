@@ -264,28 +264,47 @@ func (c *conn) releaseHeld() {
 	}
 }
 
-// enqueue hands r to the executor, waiting while the connection has Config.MaxInFlight requests.
+// enqueue hands r to the executor, starting it if none runs, and first waits while the
+// connection has Config.MaxInFlight requests unanswered.
 func (c *conn) enqueue(r *request) bool {
 	c.releaseHeld()
-	isRead := r.pending == nil && !r.fixed
-	if isRead {
+	if int(c.queued.Load()) >= c.s.cfg.MaxInFlight {
+		// The reader stops reading until one is answered.
+		c.s.m.inFlightWaits.Inc()
+		if !c.awaitAnswer(func() bool { return int(c.queued.Load()) >= c.s.cfg.MaxInFlight }) {
+			c.leaveProcess(r)
+			return false
+		}
+	}
+	if r.pending == nil && !r.fixed {
 		c.readsQueued.Add(1)
 	}
 	c.queued.Add(1)
-	select {
-	case c.reqs <- r:
-		return !r.closeAfter
-	default:
+	c.exec.Lock()
+	c.exec.q = append(c.exec.q, r)
+	start := !c.exec.running && !c.exec.ended
+	c.exec.running = c.exec.running || start
+	c.exec.Unlock()
+	if start {
+		c.execRuns.Add(1)
+		c.s.workers.Go(c.executor)
 	}
-	// MaxInFlight requests are waiting: the reader stops reading until one is answered.
-	c.s.m.inFlightWaits.Inc()
-	select {
-	case c.reqs <- r:
-		return !r.closeAfter
-	case <-c.stopped:
-		c.leaveProcess(r)
-		return false
+	return !r.closeAfter
+}
+
+// awaitAnswer waits while busy reports true, checking again after each answer of the executor.
+// It reports false when the connection stops meanwhile.
+func (c *conn) awaitAnswer(busy func() bool) bool {
+	c.pausing.Store(true)
+	defer c.pausing.Store(false)
+	for busy() {
+		select {
+		case <-c.answered:
+		case <-c.stopped:
+			return false
+		}
 	}
+	return true
 }
 
 // enterProcess counts r as in process, first waiting for the request throttler when it is full
@@ -348,24 +367,48 @@ func (c *conn) pauseForLimit() bool {
 	return c.s.gate.pause(func() bool { return c.queued.Load() > 0 }, c.answered, c.stopped)
 }
 
-// executeLoop completes the admitted requests in order until the reader is done and everything
-// admitted is answered, or the connection is stopped.
-func (c *conn) executeLoop(ctx context.Context) {
+// maxKeptExecQueue is the most request slots an emptied queue keeps for the next burst.
+const maxKeptExecQueue = 16
+
+// executor completes the queued requests in order until the queue is empty or the connection
+// ends. The reader starts it (enqueue); the reader waits for it (execRuns) before the
+// connection's end.
+func (c *conn) executor() {
+	defer c.execRuns.Done()
+	// Unless it finds the queue empty, the executor stops for good: the connection is ending
+	// (or a panic closed it), and nothing more is answered on it.
+	idle := false
+	defer func() {
+		if !idle {
+			c.exec.Lock()
+			c.exec.running, c.exec.ended = false, true
+			c.exec.Unlock()
+		}
+	}()
+	defer c.recoverPanic()
 	for {
-		var r *request
 		select {
 		case <-c.stopped:
 			return
-		case r = <-c.reqs:
-		case <-c.readEnd:
-			// The reader queued everything before it closed readEnd: answer what is left.
-			select {
-			case r = <-c.reqs:
-			default:
-				return
+		default:
+		}
+		c.exec.Lock()
+		if c.exec.head == len(c.exec.q) {
+			c.exec.running, idle = false, true
+			c.exec.Unlock()
+			return
+		}
+		r := c.exec.q[c.exec.head]
+		c.exec.q[c.exec.head] = nil
+		c.exec.head++
+		if c.exec.head == len(c.exec.q) {
+			c.exec.q, c.exec.head = c.exec.q[:0], 0
+			if cap(c.exec.q) > maxKeptExecQueue {
+				c.exec.q = nil
 			}
 		}
-		ok := c.complete(ctx, r)
+		c.exec.Unlock()
+		ok := c.complete(c.execCtx, r)
 		c.queued.Add(-1)
 		if c.pausing.Load() {
 			select {

@@ -3,6 +3,8 @@ package server_test
 import (
 	"bytes"
 	"fmt"
+	"runtime/pprof"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -439,5 +441,68 @@ func TestCloseSessionAlwaysAnswered(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Error(err)
+	}
+}
+
+// A connection pipelining more requests than Config.MaxInFlight is read no further until one is
+// answered, and every request is still answered, in order.
+func TestMaxInFlightBoundsAConnection(t *testing.T) {
+	s := zkdtest.Start(t, zkdtest.WithoutRaft(), zkdtest.WithConfig(func(c *server.Config) { c.MaxInFlight = 2 }))
+	r := rawSession(t, s.Addr())
+	mustCreate(t, r, "/f", openACL, 0)
+	const n = 60
+	var batch []byte
+	for i := range n {
+		if i%3 == 0 {
+			batch = append(batch, conformance.EncodeRequest(int32(100+i), jute.OpGetData, &jute.GetDataRequest{Path: "/f"})...)
+		} else {
+			batch = append(batch, conformance.EncodeRequest(int32(100+i), jute.OpSetData, &jute.SetDataRequest{Path: "/f", Data: []byte{byte(i)}, Version: -1})...)
+		}
+	}
+	if err := r.WriteBytes(batch); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		rep, err := r.ReadReply()
+		if err != nil || rep.Header.Xid != int32(100+i) || rep.Header.Err != jute.CodeOK {
+			t.Fatalf("reply %d: %+v, %v; want xid %d, OK", i, rep.Header, err, 100+i)
+		}
+	}
+	if got := mntr(t, s.Addr())["zk_max_in_flight_wait_count"]; got == 0 {
+		t.Error("max_in_flight_wait_count = 0 after 60 pipelined requests with MaxInFlight 2")
+	}
+}
+
+// goroutinesIn counts the goroutines whose stack holds fn.
+func goroutinesIn(fn string) int {
+	var b bytes.Buffer
+	_ = pprof.Lookup("goroutine").WriteTo(&b, 2)
+	n := 0
+	for _, g := range strings.Split(b.String(), "\n\n") {
+		if strings.Contains(g, fn) {
+			n++
+		}
+	}
+	return n
+}
+
+// An idle connection holds its reader's goroutine and nothing more: the executor runs only while
+// it has requests to answer.
+func TestIdleConnectionsHoldOnlyTheirReader(t *testing.T) {
+	s := zkdtest.Start(t, zkdtest.WithoutRaft())
+	const n = 20
+	for i := range n {
+		r := rawSession(t, s.Addr())
+		path := fmt.Sprintf("/idle%d", i)
+		mustCreate(t, r, path, openACL, 0)
+		if _, err := r.Do(jute.OpGetData, &jute.GetDataRequest{Path: path, Watch: true}, &jute.GetDataResponse{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !testkit.Until(10*time.Second, func() bool { return goroutinesIn("server.(*conn).executor") == 0 }) {
+		t.Fatalf("%d executors running for %d idle connections; want none", goroutinesIn("server.(*conn).executor"), n)
+	}
+	if got := goroutinesIn("server.(*conn).readLoop"); got != n {
+		t.Fatalf("%d readers for %d connections", got, n)
 	}
 }

@@ -52,9 +52,9 @@ type Server struct {
 	wg     sync.WaitGroup
 	// workers run the connections' goroutines (workers.go).
 	workers *workers
-	// connBufs keeps the read buffers and request queues of ended connections for new ones
-	// (conn.go): under session churn they were most of the bytes the server allocated.
-	connBufs sync.Pool
+	// readBufs keeps the read buffers of ended connections for new ones (conn.go): under
+	// session churn they were most of the bytes the server allocated.
+	readBufs sync.Pool
 	// outBudget bounds the bytes queued for all clients (Config.MaxTotalOutboundBytes; out.go).
 	outBudget *outBudget
 
