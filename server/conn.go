@@ -270,28 +270,27 @@ func (c *conn) serve(ctx context.Context) {
 	// ctx ends when the writer does, which is when the connection is closed for any reason, so
 	// the executor stops waiting for writes of a connection nobody reads any more.
 	ctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
 	var written func([]*request, time.Time)
 	if c.s.slow.on() {
 		written = c.replyWritten
 	}
 	c.out.setSink(c.nc, c.s.cfg.MaxSessionTimeout, func(n int) { c.s.m.bytesSent.Add(int64(n)) }, written)
-	wg.Add(1)
-	c.s.workers.Go(func() {
-		defer wg.Done()
-		err := c.out.writeLoop()
+	writerEnded := make(chan struct{})
+	c.out.setWriter(c.s.workers.Go, func(err error) {
 		// The reason goes in before the socket closes, so that a reader failing on the closed
 		// socket cannot name the close.
 		c.abort(writeEnded(err), err)
 		_ = c.nc.Close()
 		cancel()
+		close(writerEnded)
 	})
 	c.execCtx = ctx
 	var err error
 	defer func() {
+		// abort closes the queue, if nothing did before: the writer then ends it.
 		c.abort(c.readEnded(err), err)
 		c.execRuns.Wait()
-		wg.Wait()
+		<-writerEnded
 		cancel()
 		c.s.connClosed(c)
 		c.releaseBuffers()

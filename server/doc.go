@@ -1,11 +1,13 @@
 // Package server is zkd's client-facing ZooKeeper server: the TCP protocol existing ZooKeeper
 // clients speak, on top of a consensus node that replicates the znode tree with Raft.
 //
-// A Server owns one client listener. Each connection has three goroutines: a reader, which
-// performs the handshake and then admits requests in arrival order (handling auth on arrival and
-// handing writes to consensus at once, so one connection can have many writes in flight); an
-// executor, which completes the admitted requests in the same order (waiting for each write's
-// result, executing reads only after every earlier write was applied here); and a writer. A
+// A Server owns one client listener. Each connection has a reader, which performs the handshake
+// and then admits requests in arrival order (handling auth on arrival and handing writes to
+// consensus at once, so one connection can have many writes in flight); an executor, which
+// completes the admitted requests in the same order (waiting for each write's result, executing
+// reads only after every earlier write was applied here); and a writer. Only the reader lives as
+// long as the connection: the executor and the writer run while they have work, so an idle
+// connection holds one goroutine. A
 // write is started only after the reads admitted before it have executed, so a read never sees a
 // later write of its own session. Replies, ping replies and watch notifications are encoded into
 // one ordered per-connection buffer; whoever takes it writes it in one write, one goroutine at a

@@ -20,7 +20,10 @@ var errSlowConsumer = errors.New("server: slow consumer: outbound limit reached"
 // burst is one coalesced write. The connection's writer (writeLoop) writes what pushes from
 // anywhere queue; the reader, for a read it answers itself, writes the reply with writeInline,
 // saving a wake-up of the writer per reply. One at a time: the one that takes the buffer sets
-// writing, and the other leaves the socket alone until it is cleared.
+// writing, and the other leaves the socket alone until it is cleared. The writer is a goroutine
+// only while there is something for it to write: signal starts it, and it ends once the queue is
+// empty, so an idle connection holds no writer. The writer that finds the queue closed and
+// drained calls the queue's end function, once.
 // Pushing never blocks: a queue that grows past its limit marks the connection as a slow
 // consumer and closes it, so watch delivery never stalls apply.
 type outQueue struct {
@@ -35,6 +38,12 @@ type outQueue struct {
 		timed []*request
 		// writing is set while a goroutine writes a buffer it took; only it writes the socket.
 		writing bool
+		// running is set while the writer runs; done once it ended the queue (end was called).
+		running, done bool
+		// run starts the writer, and end is told why the queue ended (nil: closed after a
+		// flush); both set by setWriter. Until then nothing starts the writer.
+		run func(func())
+		end func(error)
 		// spare and spareTimed are the buffers of the last write, emptied for reuse.
 		spare      []byte
 		spareTimed []*request
@@ -45,7 +54,6 @@ type outQueue struct {
 	// limit is the most bytes the queue may hold before the client counts as a slow consumer;
 	// pressured, the lower limit while the server's budget is exceeded.
 	limit, pressured int
-	wake             chan struct{}
 	// budget bounds what all queues hold together; held mirrors mu.accounted for the reader's
 	// lock-free check, and room is signalled whenever bytes left the queue.
 	budget *outBudget
@@ -81,7 +89,7 @@ const pressuredOutLimit = 4 << 20
 // while budget is exceeded). budget may be nil: no server-wide bound.
 func newOutQueue(limit, pressured int, budget *outBudget) *outQueue {
 	return &outQueue{limit: limit, pressured: min(limit, pressured), budget: budget,
-		wake: make(chan struct{}, 1), room: make(chan struct{}, 1)}
+		room: make(chan struct{}, 1)}
 }
 
 // settleLocked brings the queue's share of the budget to what it holds (buf and the buffer
@@ -195,18 +203,44 @@ func (b *outBudget) queuedBytes() int64 {
 
 // setSink sets where the queue writes: nc, each write bounded by writeTimeout (0: none). After
 // each write, sent is told the bytes written and, when timed replies were among them, written is
-// given their requests and the time (read once per write). It must be called before writeLoop
+// given their requests and the time (read once per write). It must be called before setWriter
 // and writeInline.
 func (q *outQueue) setSink(nc net.Conn, writeTimeout time.Duration, sent func(bytes int), written func([]*request, time.Time)) {
 	q.nc, q.writeTimeout, q.sent, q.written = nc, writeTimeout, sent, written
 	q.raw = rawConn(nc)
 }
 
+// setWriter lets the queue start its writer with run whenever something is to be written, and
+// starts it at once if something is. end is called once, by the writer, when the queue has
+// ended: with nil after a flushing close, or with the error it was closed with (or of the write
+// that failed). The caller closes the socket.
+func (q *outQueue) setWriter(run func(func()), end func(error)) {
+	q.mu.Lock()
+	q.mu.run, q.mu.end = run, end
+	q.mu.Unlock()
+	q.signal()
+}
+
+// signal makes sure what is queued will be written, and a closed queue ended: it starts the
+// writer unless it runs already or an inline write is in progress (which signals again once it
+// is done, if anything is left).
 func (q *outQueue) signal() {
-	select {
-	case q.wake <- struct{}{}:
-	default:
+	q.mu.Lock()
+	run := q.claimWriterLocked()
+	q.mu.Unlock()
+	if run != nil {
+		run(q.writeLoop)
 	}
+}
+
+// claimWriterLocked returns the function to start the writer with when the writer must start
+// now, and marks it running; nil otherwise. q.mu must be held.
+func (q *outQueue) claimWriterLocked() func(func()) {
+	if q.mu.running || q.mu.writing || q.mu.done || q.mu.run == nil || (len(q.mu.buf) == 0 && !q.mu.closed) {
+		return nil
+	}
+	q.mu.running = true
+	return q.mu.run
 }
 
 // pushReply queues a reply frame without waking the writer: whoever answered the request calls
@@ -253,11 +287,15 @@ func (q *outQueue) push(wake bool, timed *request, recs ...jute.Record) (int, bo
 		clear(q.mu.timed)
 		q.mu.timed = q.mu.timed[:0]
 	}
+	var run func(func())
+	if wake || over {
+		run = q.claimWriterLocked()
+	}
 	d := q.settleLocked()
 	q.mu.Unlock()
 	q.settled(d)
-	if wake || over {
-		q.signal()
+	if run != nil {
+		run(q.writeLoop)
 	}
 	return size, !over
 }
@@ -400,36 +438,38 @@ func (q *outQueue) writeInline() {
 	}
 }
 
-// writeLoop writes what is queued whenever it is woken and no flush is writing. It returns when
-// the queue is closed and drained (nil, or why it was closed), or with the error of a write that
-// failed. The caller closes the socket.
-func (q *outQueue) writeLoop() error {
+// writeLoop is the writer: it writes what is queued until nothing is, or an inline write takes
+// over, and then ends. The writer that finds the queue closed and drained (or whose write failed)
+// ends the queue: it calls end, once.
+func (q *outQueue) writeLoop() {
 	for {
 		q.mu.Lock()
-		if q.mu.writing {
-			// An inline flush is writing; it wakes the writer when it is done if anything is
-			// left or the queue was closed.
-			q.mu.Unlock()
-			<-q.wake
-			continue
-		}
 		buf, timed := q.takeLocked()
-		closed, finish, err := q.mu.closed, q.mu.finish, q.mu.err
+		if buf == nil {
+			// Nothing is queued, or an inline write is in progress: it signals when it is done.
+			q.mu.running = false
+			ending := q.mu.closed && !q.mu.writing && !q.mu.done
+			q.mu.done = q.mu.done || ending
+			err, end := q.mu.err, q.mu.end
+			if q.mu.finish {
+				err = nil
+			}
+			q.mu.Unlock()
+			if ending {
+				end(err)
+			}
+			return
+		}
 		q.mu.Unlock()
-		if buf != nil {
-			if werr := q.write(buf, timed, false); werr != nil {
-				q.close(werr, false)
-				return werr
-			}
-			continue
+		if werr := q.write(buf, timed, false); werr != nil {
+			q.close(werr, false)
+			q.mu.Lock()
+			q.mu.running, q.mu.done = false, true
+			end := q.mu.end
+			q.mu.Unlock()
+			end(werr)
+			return
 		}
-		if closed {
-			if finish {
-				return nil
-			}
-			return err
-		}
-		<-q.wake
 	}
 }
 

@@ -16,18 +16,40 @@ import (
 	"github.com/zkd-io/zkd/jute"
 )
 
-// runWriter starts q's writer on one end of a pipe and returns the other end and a func that
-// waits for the writer's result.
+// runWriter lets q's writer write to one end of a pipe and returns the other end and a func that
+// waits for the queue's end and returns its error.
 func runWriter(t *testing.T, q *outQueue) (net.Conn, func() error) {
 	t.Helper()
 	srv, cli := net.Pipe()
-	exited := make(chan struct{})
-	var err error
 	q.setSink(srv, 0, nil, nil)
-	go func() { defer close(exited); err = q.writeLoop(); srv.Close() }()
-	wait := func() error { <-exited; return err }
-	t.Cleanup(func() { cli.Close(); <-exited })
+	wait, _ := startWriters(t, q, func() { srv.Close() })
+	t.Cleanup(func() { cli.Close() })
 	return cli, wait
+}
+
+// startWriters lets q start its writer on new goroutines, counted in starts, and returns a func
+// that waits for the queue's end and returns the error it ended with. closed, if not nil, runs
+// when the queue ends, as the connection closes its socket. The test's cleanup closes the queue
+// and waits for its end.
+func startWriters(t *testing.T, q *outQueue, closed func()) (wait func() error, starts *atomic.Int32) {
+	t.Helper()
+	starts = new(atomic.Int32)
+	ended := make(chan error, 1)
+	var writers sync.WaitGroup
+	q.setWriter(func(f func()) { starts.Add(1); writers.Go(f) }, func(err error) {
+		if closed != nil {
+			closed()
+		}
+		ended <- err
+	})
+	var once sync.Once
+	var err error
+	wait = func() error {
+		once.Do(func() { err = <-ended; writers.Wait() })
+		return err
+	}
+	t.Cleanup(func() { q.close(errClosedByServer, false); _ = wait() })
+	return wait, starts
 }
 
 // readFrames reads frames until the pipe closes and returns their payloads.
@@ -137,7 +159,8 @@ func TestOutQueueCoalescesBursts(t *testing.T) {
 	}
 	q.close(errClosedByServer, true)
 	q.setSink(rec, 0, nil, nil)
-	if err := q.writeLoop(); err != nil {
+	wait, _ := startWriters(t, q, nil)
+	if err := wait(); err != nil {
 		t.Fatal(err)
 	}
 	if rec.writes != 1 {
@@ -183,16 +206,16 @@ func inlineQueue(t *testing.T, limit int) (*outQueue, net.Conn) {
 	return q, cli
 }
 
-// writeInline writes the queued replies from the calling goroutine, in one write, with no writer running.
+// writeInline writes the queued replies from the calling goroutine, in one write, with no writer
+// started; the writer starts only when something is left for it, and ends once it wrote it.
 func TestOutQueueFlushWritesInline(t *testing.T) {
 	q, cli := inlineQueue(t, 1<<20)
+	_, starts := startWriters(t, q, nil)
 	for xid := int32(1); xid <= 3; xid++ {
 		q.pushReply(jute.ReplyHeader{Xid: xid}, &jute.SetDataResponse{}, nil)
 	}
-	select {
-	case <-q.wake:
-		t.Fatal("a reply woke the writer; its answerer writes or flushes it")
-	default:
+	if n := starts.Load(); n != 0 {
+		t.Fatalf("replies started the writer %d times; their answerer writes or flushes them", n)
 	}
 	q.writeInline()
 	_ = cli.SetReadDeadline(time.Now().Add(10 * time.Second))
@@ -202,16 +225,21 @@ func TestOutQueueFlushWritesInline(t *testing.T) {
 			t.Fatalf("frame %d has xid %d", i, xid)
 		}
 	}
-	select {
-	case <-q.wake:
-		t.Fatal("a flush that wrote everything woke the writer")
-	default:
-	}
 	q.flush()
-	select {
-	case <-q.wake:
-	default:
-		t.Fatal("flush did not wake the writer")
+	if n := starts.Load(); n != 0 {
+		t.Fatalf("the writer started %d times with nothing left to write", n)
+	}
+	q.pushReply(jute.ReplyHeader{Xid: 4}, &jute.SetDataResponse{}, nil)
+	q.flush()
+	if f := framesFrom(t, cli, 1, 1<<20); replyXid(t, f[0]) != 4 || starts.Load() != 1 {
+		t.Fatalf("after a flush: reply %d, %d writer starts; want reply 4 from one writer", replyXid(t, f[0]), starts.Load())
+	}
+	if !testkit.Until(10*time.Second, func() bool {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return !q.mu.running
+	}) {
+		t.Fatal("the writer still runs with nothing to write")
 	}
 }
 
@@ -231,8 +259,7 @@ func TestOutQueueStalledFlushHandsOverToWriter(t *testing.T) {
 	}
 	q.pushReply(jute.ReplyHeader{Xid: 2}, &jute.SetDataResponse{}, nil)
 	q.close(errClosedByServer, true)
-	exited := make(chan error, 1)
-	go func() { exited <- q.writeLoop() }()
+	wait, _ := startWriters(t, q, nil)
 	frames := framesFrom(t, cli, 2, 64<<20)
 	want := len(jute.AppendFrame(nil, &jute.ReplyHeader{Xid: 1}, first)) - 4
 	if replyXid(t, frames[0]) != 1 || len(frames[0]) != want || replyXid(t, frames[1]) != 2 {
@@ -241,7 +268,7 @@ func TestOutQueueStalledFlushHandsOverToWriter(t *testing.T) {
 	if !bytes.Equal(frames[0][len(frames[0])-68-(32<<20):len(frames[0])-68], first.Data) {
 		t.Fatal("reply 1's data arrived changed")
 	}
-	if err := <-exited; err != nil {
+	if err := wait(); err != nil {
 		t.Fatalf("writer = %v", err)
 	}
 }
@@ -254,8 +281,7 @@ func TestOutQueueFlushAndWriterTakeTurns(t *testing.T) {
 	guard := &exclusiveConn{Conn: srv, overlapped: make(chan struct{})}
 	q := newOutQueue(1<<30, 1<<30, nil)
 	q.setSink(guard, 0, nil, nil)
-	exited := make(chan error, 1)
-	go func() { exited <- q.writeLoop() }()
+	wait, _ := startWriters(t, q, nil)
 	const n = 2000
 	data := make([]byte, 4<<10)
 	pushed := make(chan struct{}, 1) // a source queued a frame
@@ -322,7 +348,7 @@ func TestOutQueueFlushAndWriterTakeTurns(t *testing.T) {
 	}()
 	wg.Wait()
 	q.close(errClosedByServer, true)
-	if err := <-exited; err != nil {
+	if err := wait(); err != nil {
 		t.Fatalf("writer = %v", err)
 	}
 	guard.Close() // as the connection does once its writer is done
@@ -397,12 +423,7 @@ func TestOutQueueWriterDeadlineDoesNotOutliveItsWrite(t *testing.T) {
 	// Far longer than the test: only expire makes the deadline pass.
 	const timeout = time.Hour
 	q.setSink(srv, timeout, nil, nil)
-	exited := make(chan error, 1)
-	go func() { exited <- q.writeLoop() }()
-	t.Cleanup(func() {
-		q.close(errClosedByServer, false)
-		<-exited
-	})
+	startWriters(t, q, nil)
 	_ = cli.SetReadDeadline(time.Now().Add(10 * time.Second))
 	q.pushFrame(&jute.ReplyHeader{Xid: 1}) // by the writer, with its deadline
 	framesFrom(t, cli, 1, 1<<20)
@@ -417,10 +438,11 @@ func TestOutQueueWriterDeadlineDoesNotOutliveItsWrite(t *testing.T) {
 			t.Fatalf("reply %d arrived as %d", xid, got)
 		}
 	}
-	select {
-	case err := <-exited:
-		t.Fatalf("the writer ended (%v): an inline write failed on the writer's old deadline", err)
-	default:
+	q.mu.Lock()
+	closed, err := q.mu.closed, q.mu.err
+	q.mu.Unlock()
+	if closed {
+		t.Fatalf("the queue closed (%v): an inline write failed on the writer's old deadline", err)
 	}
 }
 

@@ -487,7 +487,7 @@ func goroutinesIn(fn string) int {
 }
 
 // An idle connection holds its reader's goroutine and nothing more: the executor runs only while
-// it has requests to answer.
+// it has requests to answer, the writer only while it has replies to write.
 func TestIdleConnectionsHoldOnlyTheirReader(t *testing.T) {
 	s := zkdtest.Start(t, zkdtest.WithoutRaft())
 	const n = 20
@@ -499,8 +499,10 @@ func TestIdleConnectionsHoldOnlyTheirReader(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if !testkit.Until(10*time.Second, func() bool { return goroutinesIn("server.(*conn).executor") == 0 }) {
-		t.Fatalf("%d executors running for %d idle connections; want none", goroutinesIn("server.(*conn).executor"), n)
+	for _, fn := range []string{"server.(*conn).executor", "server.(*outQueue).writeLoop"} {
+		if !testkit.Until(10*time.Second, func() bool { return goroutinesIn(fn) == 0 }) {
+			t.Fatalf("%d goroutines in %s for %d idle connections; want none", goroutinesIn(fn), fn, n)
+		}
 	}
 	if got := goroutinesIn("server.(*conn).readLoop"); got != n {
 		t.Fatalf("%d readers for %d connections", got, n)
