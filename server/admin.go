@@ -41,6 +41,7 @@ func (s *Server) startAdmin() error {
 	prefix := strings.TrimSuffix(s.cfg.AdminCommandURL, "/")
 	mux.HandleFunc("GET "+prefix, s.serveCommandList)
 	mux.HandleFunc("GET "+prefix+"/{name}", s.serveCommand)
+	mux.HandleFunc("POST "+prefix+"/{name}", s.serveCommand)
 	if s.cfg.EnablePprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
@@ -89,6 +90,7 @@ var adminCommands = map[string]string{
 	"observers": "observers", "obsr": "observers",
 	"observer_connection_stat_reset": "observer_connection_stat_reset", "orst": "observer_connection_stat_reset",
 	"locks": "locks", "lcks": "locks",
+	"lock_break": "lock_break",
 }
 
 func (s *Server) serveCommandList(w http.ResponseWriter, _ *http.Request) {
@@ -117,8 +119,18 @@ func (s *Server) serveCommand(w http.ResponseWriter, r *http.Request) {
 	case !ok:
 		out["error"] = "Unknown command: " + name
 		primary = name
+	case r.Method == http.MethodPost && primary != "lock_break":
+		// Only the commands that change something take a POST.
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusMethodNotAllowed)
+		_ = json.NewEncoder(w).Encode(map[string]any{"command": primary, "error": primary + " is read with a GET"})
+		return
 	case primary == "snapshot":
 		if s.serveSnapshot(w, r, out) {
+			return
+		}
+	case primary == "lock_break":
+		if s.serveLockBreak(w, r, out) {
 			return
 		}
 	case s.fillMoreCommand(primary, r.URL.Query(), out):

@@ -3,13 +3,11 @@ package server
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/zkd-io/zkd/consensus"
-	"github.com/zkd-io/zkd/jute"
 	"github.com/zkd-io/zkd/znode"
 )
 
@@ -60,34 +58,9 @@ func (s *Server) serveSnapshot(w http.ResponseWriter, r *http.Request, out map[s
 }
 
 // adminAllowed reports whether the caller of an admin command has ALL permission on / by the
-// credentials it sent: its address (ip scheme) and an "Authorization: digest user:password"
-// header (and super when that matches the super digest).
+// credentials it sent (adminIDs).
 func (s *Server) adminAllowed(r *http.Request, v *znode.View) bool {
-	var ids []jute.Id
-	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
-		ids = append(ids, jute.Id{Scheme: "ip", ID: host})
-	}
-	if scheme, cred, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && scheme == "digest" {
-		if user, pass, ok := strings.Cut(cred, ":"); ok {
-			id := znode.DigestID(user, pass)
-			ids = append(ids, jute.Id{Scheme: "digest", ID: id})
-			if s.cfg.SuperDigest != "" && id == s.cfg.SuperDigest {
-				ids = append(ids, jute.Id{Scheme: "super"})
-			}
-		}
-	}
-	acl, ok := v.ACL("/")
-	if !ok {
-		return false
-	}
-	// Each permission on its own: an ACL check passes when any asked bit is granted, and ALL
-	// means every one (ZooKeeper 3.9.4 fixed the same mistake, CVE-2025-58457).
-	for _, perm := range []int32{jute.PermRead, jute.PermWrite, jute.PermCreate, jute.PermDelete, jute.PermAdmin} {
-		if !znode.CheckACL(acl, ids, perm) {
-			return false
-		}
-	}
-	return true
+	return adminHasAll(v, s.adminIDs(r))
 }
 
 // snapshotWait returns how long until the next snapshot may be taken, or 0 and records this one.

@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -244,5 +245,123 @@ func TestLocksWordWhitelist(t *testing.T) {
 	s2 := zkdtest.Start(t, zkdtest.WithoutRaft(), zkdtest.WithConfig(func(c *server.Config) { c.FourLetterWords = []string{"ruok"} }))
 	if got := word(t, s2.Addr(), "lcks"); got != "lcks is not executed because it is not in the whitelist.\n" {
 		t.Errorf("lcks not whitelisted = %q", got)
+	}
+}
+
+// lockBreak sends the lock_break command as a POST with query and the given Authorization header
+// (none if empty), and returns the HTTP status and the decoded answer.
+func lockBreak(t *testing.T, s *server.Server, method, query, auth string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, "http://"+s.AdminAddr()+"/commands/lock_break?"+query, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, out
+}
+
+// leaseEnded waits for l to end and returns why.
+func leaseEnded(t *testing.T, l *recipes.Lease) error {
+	t.Helper()
+	select {
+	case <-l.Done():
+		return l.Err()
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the lease on %s did not end", l.Token().Path)
+		return nil
+	}
+}
+
+// TestLockBreak: the lock_break admin command deletes a stuck holder's node, handing the lock to the
+// next contender while the holder's session lives (the holder's lease ends with ErrLockLost), or
+// closes the holder's session (its lease ends with ErrSessionExpired). It takes only a POST, and
+// only from a caller with ALL permission on /.
+func TestLockBreak(t *testing.T) {
+	s := zkdtest.Start(t, withAdmin(t)) // through Raft: the break is a replicated write
+	ctx := t.Context()
+	sess := []*recipes.Session{lockSession(t, s.Addr()), lockSession(t, s.Addr()), lockSession(t, s.Addr())}
+	holder, err := recipes.NewMutex(sess[0], "/app/lock").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := make(chan *recipes.Lease, 2)
+	for _, w := range sess[1:] {
+		go func() {
+			l, err := recipes.NewMutex(w, "/app/lock").Lock(ctx)
+			if err != nil {
+				t.Error(err)
+			}
+			next <- l
+		}()
+	}
+	waitLocks(t, s, "", func(rep server.LockReport) bool {
+		q, ok := queueAt(rep, "/app/lock")
+		return ok && len(q.Waiters) == 2
+	})
+
+	node := holder.Token().Path
+	if code, out := lockBreak(t, s, http.MethodGet, "node="+node, ""); code != http.StatusMethodNotAllowed {
+		t.Fatalf("lock_break as a GET: %d %v; want 405", code, out)
+	}
+	for _, q := range []string{"", "node=/app/lock", "node=/app/lock/nope", "node=bad"} {
+		if code, out := lockBreak(t, s, http.MethodPost, q, ""); code != http.StatusOK || out["error"] == nil {
+			t.Errorf("lock_break?%s: %d %v; want an error", q, code, out)
+		}
+	}
+	code, out := lockBreak(t, s, http.MethodPost, "node="+node, "")
+	if code != http.StatusOK || out["error"] != nil || out["node"] != node || out["session_id"] != float64(sess[0].ID()) {
+		t.Fatalf("lock_break of the holder: %d %v", code, out)
+	}
+	if err := leaseEnded(t, holder); !errors.Is(err, recipes.ErrLockLost) {
+		t.Fatalf("the broken holder's lease ended with %v; want ErrLockLost", err)
+	}
+	second := <-next
+	if second.Token().Czxid <= holder.Token().Czxid {
+		t.Errorf("the next holder's token %d is not above the broken one's %d", second.Token().Czxid, holder.Token().Czxid)
+	}
+
+	code, out = lockBreak(t, s, http.MethodPost, "node="+second.Token().Path+"&expire=true", "")
+	if code != http.StatusOK || out["error"] != nil {
+		t.Fatalf("lock_break expire=true: %d %v", code, out)
+	}
+	if err := leaseEnded(t, second); !errors.Is(err, recipes.ErrSessionExpired) {
+		t.Fatalf("the holder whose session was closed ended with %v; want ErrSessionExpired", err)
+	}
+	third := <-next
+	if err := third.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// Only a caller with ALL permission on / may break a lock.
+	c, _ := connect(t, s.Addr())
+	if err := c.AddAuth("digest", []byte("ops:secret")); err != nil {
+		t.Fatal(err)
+	}
+	l, err := recipes.NewMutex(sess[1], "/app/lock").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.SetACL("/", zk.DigestACL(zk.PermAll, "ops", "secret"), -1); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := lockBreak(t, s, http.MethodPost, "node="+l.Token().Path, ""); code != http.StatusForbidden {
+		t.Fatalf("lock_break without credentials under a digest ACL on /: %d %v; want 403", code, out)
+	}
+	if code, out := lockBreak(t, s, http.MethodPost, "node="+l.Token().Path, "digest ops:secret"); code != http.StatusOK || out["error"] != nil {
+		t.Fatalf("lock_break with the digest credentials: %d %v", code, out)
+	}
+	if err := leaseEnded(t, l); !errors.Is(err, recipes.ErrLockLost) {
+		t.Fatalf("lease ended with %v; want ErrLockLost", err)
 	}
 }
