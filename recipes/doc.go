@@ -29,6 +29,10 @@
 //     ends; Suspended closes while the connection is down and ownership is uncertain (use
 //     WithLoseOnSuspend to treat that as loss). Unlock is idempotent and returns nil only once the
 //     node is confirmed gone.
+//   - WithMaxHold bounds a hold: once a lease has been held that long since its grant, it ends
+//     by itself (Err wraps ErrMaxHold and ErrLockLost) and its node is deleted, so a stuck holder
+//     whose session stays alive cannot block the lock for ever. ZooKeeper ends a hold only with
+//     the session, and Curator has no such limit.
 //   - Token().Czxid, the zxid that created the lock node, is a fencing token that strictly
 //     increases across successive holders; Lease.Multi guards writes to ZooKeeper state with a
 //     check on the lock node.
@@ -55,6 +59,7 @@
 //
 // Sessions, recipes and Leases are safe for concurrent use, except that one DoubleBarrier value
 // belongs to one participant. Goroutines: a Session runs one background deleter (and, with
-// NewSession, one event reader) until Close; each held Lease runs one monitor until it ends or is
-// unlocked; Election.Observe runs one goroutine until its ctx ends.
+// NewSession, one event reader) until Close; each held Lease runs one monitor, which also
+// enforces WithMaxHold, until it ends or is unlocked; Election.Observe runs one goroutine until
+// its ctx ends.
 package recipes

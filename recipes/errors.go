@@ -21,6 +21,9 @@ var (
 	// ErrSuspended reports that the connection was lost while the lease policy treats a
 	// suspended connection as a lost lock (see WithLoseOnSuspend).
 	ErrSuspended = errors.New("recipes: connection suspended")
+	// ErrMaxHold reports that a lease ended because it was held for its WithMaxHold limit. The
+	// errors that report it also wrap ErrLockLost.
+	ErrMaxHold = errors.New("recipes: lease held past its limit")
 	// ErrNotHeld reports a release or re-entry of a lease that is no longer held.
 	ErrNotHeld = errors.New("recipes: lease not held")
 	// ErrInconsistent reports that our own node vanished, or is owned by another session, while

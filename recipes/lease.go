@@ -38,6 +38,7 @@ type leaseState struct {
 	read          bool     // an RWMutex read lease
 	rw            *RWMutex // the RWMutex of a read or write lease, for Downgrade
 	prefix        string   // the unique name prefix of the node
+	maxHold       limit    // the hold limit of the grant (WithMaxHold); zero if none
 	done          chan struct{}
 	stop          chan struct{} // closed to stop the monitor; guarded by mu
 	loseOnSuspend bool
@@ -70,18 +71,34 @@ type Lease struct {
 
 type leaseKey struct{}
 
-// newLease starts monitoring a granted node and returns its first handle.
-func newLease(s *Session, g *grant, key string, write, read, loseOnSuspend bool) *Lease {
+// limit is a lease's hold limit: the lease ends at deadline, d after its grant.
+type limit struct {
+	d        time.Duration
+	deadline time.Time
+}
+
+// holdLimit returns the hold limit of a lease granted now, or the zero limit if d <= 0.
+func holdLimit(d time.Duration) limit {
+	if d <= 0 {
+		return limit{}
+	}
+	return limit{d: d, deadline: time.Now().Add(d)}
+}
+
+// newLease starts monitoring a granted node and returns its first handle. The lease ends by
+// itself at the deadline of hold, if it has one.
+func newLease(s *Session, g *grant, key string, write, read, loseOnSuspend bool, hold limit) *Lease {
 	seq, _ := strconv.ParseInt(seqSuffix(path.Base(g.node), g.prefix), 10, 32)
 	st := &leaseState{
-		s:      s,
-		token:  Token{Czxid: g.stat.Czxid, Seq: int32(seq), Path: g.node, SessionID: g.sid},
-		key:    key,
-		write:  write,
-		read:   read,
-		done:   make(chan struct{}),
-		stop:   make(chan struct{}),
-		revoke: make(chan struct{}),
+		s:       s,
+		token:   Token{Czxid: g.stat.Czxid, Seq: int32(seq), Path: g.node, SessionID: g.sid},
+		key:     key,
+		write:   write,
+		read:    read,
+		maxHold: hold,
+		done:    make(chan struct{}),
+		stop:    make(chan struct{}),
+		revoke:  make(chan struct{}),
 	}
 	st.mu.holds = 1
 	l := &Lease{st: st}
@@ -130,11 +147,13 @@ func Revoke(ctx context.Context, s *Session, nodePath string) error {
 func (l *Lease) Token() Token { return l.st.token }
 
 // Done returns a channel that is closed when the lease ends: the lock was lost (its node was
-// deleted or its session ended) or it was released by the last Unlock.
+// deleted or its session ended), it reached its hold limit (WithMaxHold), or it was released by
+// the last Unlock.
 func (l *Lease) Done() <-chan struct{} { return l.st.done }
 
 // Err returns nil while the lease is held or after a clean release, and otherwise why it ended:
-// an error wrapping ErrLockLost (node deleted), ErrSessionExpired, ErrSuspended or ErrClosed.
+// an error wrapping ErrLockLost (node deleted), ErrSessionExpired, ErrSuspended, ErrClosed, or
+// ErrMaxHold together with ErrLockLost (held for the WithMaxHold limit; the node was deleted).
 func (l *Lease) Err() error {
 	l.st.mu.Lock()
 	defer l.st.mu.Unlock()
@@ -223,9 +242,10 @@ func (l *Lease) Multi(ctx context.Context, ops ...any) ([]zk.MultiResponse, erro
 // Unlock releases this handle. The last handle deletes the lock node. Unlock is idempotent: a
 // handle that was already unlocked returns the same result again. It returns nil only when the
 // node is confirmed gone by our deletion; an error wrapping ErrLockLost if the lock had been lost
-// before the release; and an error wrapping ErrReleasePending (and ctx's error) if ctx ended
-// before the deletion was confirmed, in which case the node is deleted in the background while
-// the session lives and a later Unlock call retries the confirmation.
+// before the release (by any handle: a lease that ended is reported by each of its handles); and
+// an error wrapping ErrReleasePending (and ctx's error) if ctx ended before the deletion was
+// confirmed, in which case the node is deleted in the background while the session lives and a
+// later Unlock call retries the confirmation.
 func (l *Lease) Unlock(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -238,9 +258,13 @@ func (l *Lease) Unlock(ctx context.Context) error {
 		l.released = true
 		st.mu.holds--
 		if st.mu.holds > 0 {
+			lost := st.mu.ended && st.mu.err != nil
 			st.mu.Unlock()
 			l.result = nil
-			return nil
+			if lost {
+				l.result = st.lostErr()
+			}
+			return l.result
 		}
 	}
 	if st.mu.ended && !st.mu.releasing {
@@ -320,6 +344,11 @@ func (st *leaseState) lostErr() error {
 func (st *leaseState) end(err error) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	st.endLocked(err)
+}
+
+// endLocked is end with st.mu held.
+func (st *leaseState) endLocked(err error) {
 	if st.mu.ended {
 		return
 	}
@@ -333,15 +362,13 @@ func (st *leaseState) end(err error) {
 	st.cancel(cause)
 }
 
+// stopMonitor stops the monitor goroutine and waits for it to return.
 func (st *leaseState) stopMonitor() {
 	st.mu.Lock()
-	stop := st.stop
-	st.mu.Unlock()
-	select {
-	case <-stop:
-	default:
-		close(stop)
+	if !isClosed(st.stop) {
+		close(st.stop)
 	}
+	st.mu.Unlock()
 	st.wg.Wait()
 }
 
@@ -356,11 +383,20 @@ func (st *leaseState) startMonitor(suspended <-chan struct{}) {
 	st.wg.Go(func() { st.monitor(st.loseOnSuspend, suspended, stop) })
 }
 
-// monitor watches the lease's own node and session and ends the lease when either goes. It
-// stops at Unlock or at the end of the lease. suspended is the session's suspension channel as
-// it was when the lock was granted, so a disconnection in between is not missed.
+// monitor watches the lease's own node and session and ends the lease when either goes, or
+// when the hold limit is reached. It stops at Unlock or at the end of the lease. suspended is
+// the session's suspension channel as it was when the lock was granted, so a disconnection in
+// between is not missed.
 func (st *leaseState) monitor(loseOnSuspend bool, suspended <-chan struct{}, stop <-chan struct{}) {
 	lost, why := st.s.lost(st.token.SessionID)
+	var expired <-chan time.Time // the hold limit; nil (never ready) without one
+	if !st.maxHold.deadline.IsZero() {
+		// Armed per run of the monitor, from the fixed deadline, so a monitor restarted after
+		// a failed Downgrade still fires, at once if the deadline has passed.
+		t := time.NewTimer(time.Until(st.maxHold.deadline))
+		defer t.Stop()
+		expired = t.C
+	}
 	var ch <-chan zk.Event
 	for {
 		if isClosed(suspended) {
@@ -384,6 +420,9 @@ func (st *leaseState) monitor(loseOnSuspend bool, suspended <-chan struct{}, sto
 			case <-resumed:
 			case <-lost:
 				st.endLost(why())
+				return
+			case <-expired:
+				st.expire()
 				return
 			case <-stop:
 				return
@@ -410,6 +449,9 @@ func (st *leaseState) monitor(loseOnSuspend bool, suspended <-chan struct{}, sto
 				select {
 				case <-suspended:
 				case <-lost:
+				case <-expired:
+					st.expire()
+					return
 				case <-stop:
 					return
 				case <-time.After(100 * time.Millisecond):
@@ -427,11 +469,29 @@ func (st *leaseState) monitor(loseOnSuspend bool, suspended <-chan struct{}, sto
 		case <-lost:
 			st.endLost(why())
 			return
+		case <-expired:
+			st.expire()
+			return
 		case <-stop:
 			return
 		case <-suspended:
 		}
 	}
+}
+
+// expire ends a lease that reached its hold limit, with an error wrapping ErrMaxHold and
+// ErrLockLost, and deletes its node so the next contender is granted the lock. It does nothing
+// if the lease already ended or a release (Unlock, Downgrade) has begun. The monitor calls it
+// and then returns, so an Unlock of the expired lease waits (in stopMonitor) for the deletion.
+func (st *leaseState) expire() {
+	st.mu.Lock()
+	if st.mu.ended || st.mu.releasing {
+		st.mu.Unlock()
+		return
+	}
+	st.endLocked(fmt.Errorf("recipes: %s held for %v: %w: %w", st.token.Path, st.maxHold.d, ErrMaxHold, ErrLockLost))
+	st.mu.Unlock()
+	removeNode(st.s, st.token.Path, st.token.SessionID)
 }
 
 // endLost ends the lease because its session is (believed) gone. If the server kept the session

@@ -55,5 +55,5 @@ func (m *Mutex) lock(ctx context.Context, try bool) (*Lease, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newLease(m.q.s, g, m.q.path, true, false, m.q.opts.loseOnSuspend), nil
+	return newLease(m.q.s, g, m.q.path, true, false, m.q.opts.loseOnSuspend, holdLimit(m.q.opts.maxHold)), nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path"
 	"strings"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 )
@@ -23,6 +24,7 @@ type options struct {
 	acl           []zk.ACL
 	loseOnSuspend bool
 	containers    bool
+	maxHold       time.Duration
 }
 
 func buildOptions(opts []Option) options {
@@ -58,6 +60,19 @@ func WithLoseOnSuspend() Option { return func(o *options) { o.loseOnSuspend = tr
 // server without container support it falls back to persistent nodes. A removed path is created
 // again on the next acquire; its sequence numbers restart, which the ordering tolerates.
 func WithContainerParents() Option { return func(o *options) { o.containers = true } }
+
+// WithMaxHold limits how long a lease may be held: d after the grant, the lease ends by itself.
+// Done closes, Err and a later Unlock (on any handle) return an error wrapping both ErrMaxHold
+// and ErrLockLost, Context is cancelled with it, and then the lock node is deleted so the next
+// contender is granted the lock. It bounds the damage of a holder that hangs or forgets to
+// Unlock while its session stays alive; ZooKeeper itself only ends a hold with the session, and
+// Curator has no equivalent. The limit belongs to the grant: handles from Lease.Reenter share it,
+// and a read lease from Lease.Downgrade keeps the write grant's deadline. A Semaphore applies it
+// to its leases, not to its internal mutex. d <= 0 means no limit (the default).
+//
+// The holder must still stop its work in time (watch Done or Context): the limit releases the
+// lock on the server, it does not stop the holder.
+func WithMaxHold(d time.Duration) Option { return func(o *options) { o.maxHold = d } }
 
 // queue is the machinery shared by every recipe that queues ephemeral-sequential contender
 // nodes under one path: unique per-attempt names, ghost-node recovery, herd-free waiting on the

@@ -59,7 +59,7 @@ func (m *RWMutex) lock(ctx context.Context, r role, try bool) (*Lease, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := newLease(m.q.s, g, m.q.path, r == roleWrite, r == roleRead, m.q.opts.loseOnSuspend)
+	l := newLease(m.q.s, g, m.q.path, r == roleWrite, r == roleRead, m.q.opts.loseOnSuspend, holdLimit(m.q.opts.maxHold))
 	l.st.rw = m
 	l.st.prefix = g.prefix
 	return l, nil
@@ -68,7 +68,8 @@ func (m *RWMutex) lock(ctx context.Context, r role, try bool) (*Lease, error) {
 // Downgrade atomically turns a held write lease of an RWMutex into a read lease: in one multi it
 // creates a read node at the writer's place in the queue and deletes the writer's node, so no
 // writer queued behind can slip in between. The write lease ends (cleanly) and the read lease is
-// returned; its Token keeps the write grant's Czxid. It fails with ErrNotHeld if the lease is not a held write lease with a single handle.
+// returned; its Token keeps the write grant's Czxid, and it keeps the write grant's hold limit
+// (WithMaxHold), counted from the write grant. It fails with ErrNotHeld if the lease is not a held write lease with a single handle.
 func (l *Lease) Downgrade(ctx context.Context) (*Lease, error) {
 	st := l.st
 	m := st.rw
@@ -137,7 +138,7 @@ func (l *Lease) Downgrade(ctx context.Context) (*Lease, error) {
 	rst2 := *rst
 	rst2.Czxid = st.token.Czxid
 	g.stat = &rst2
-	nl := newLease(m.q.s, g, m.q.path, false, true, m.q.opts.loseOnSuspend)
+	nl := newLease(m.q.s, g, m.q.path, false, true, m.q.opts.loseOnSuspend, st.maxHold)
 	nl.st.rw = m
 	nl.st.prefix = readPrefix
 	return nl, nil

@@ -40,7 +40,8 @@ func NewSemaphore(s *Session, p string, max int, opts ...Option) *Semaphore {
 	if err == nil && path.Clean(p) != p {
 		err = fmt.Errorf("recipes: path %q: %w", p, ErrBadArgument)
 	}
-	return &Semaphore{s: s, max: max, leases: q, mutex: NewMutex(s, path.Join(p, "locks"), opts...), err: err}
+	// The hold limit is for the leases: the internal mutex is held while waiting for one.
+	return &Semaphore{s: s, max: max, leases: q, mutex: NewMutex(s, path.Join(p, "locks"), append(slices.Clip(opts), WithMaxHold(0))...), err: err}
 }
 
 // Acquire waits until a lease is free, or ctx ends, and returns it. Unlock returns the lease.
@@ -109,7 +110,7 @@ func (sm *Semaphore) acquire(ctx context.Context, try bool) (*Lease, error) {
 			sm.leases.remove(g)
 			return nil, err
 		}
-		return newLease(sm.s, g, sm.leases.path, false, false, sm.leases.opts.loseOnSuspend), nil
+		return newLease(sm.s, g, sm.leases.path, false, false, sm.leases.opts.loseOnSuspend, holdLimit(sm.leases.opts.maxHold)), nil
 	}
 }
 
