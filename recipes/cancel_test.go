@@ -107,3 +107,85 @@ func TestUnlockWhileCutOff(t *testing.T) {
 		t.Fatalf("second Unlock after the background release = %v; want nil", err)
 	}
 }
+
+// A release whose delete was applied but whose reply was lost with the connection (the lock is
+// re-entered, so only the last handle deletes) still ends cleanly: Unlock retries, finds its own
+// delete done and returns nil, and the lock is free for the next contender at once.
+func TestReenteredUnlockReplyLost(t *testing.T) {
+	p := testPath(t)
+	ctx := testCtx(t, 30*time.Second)
+	f := &faults{}
+	s := newTestSession(t, f)
+	l, err := NewMutex(s, p).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := l.Reenter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dropped := f.dropNextReply(opDelete)
+	if err := again.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock of the re-entered handle = %v; want nil", err)
+	}
+	if f.sentOps(opDelete) != 0 {
+		t.Fatal("a handle that was not the last deleted the node")
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock whose delete reply was lost = %v; want nil", err)
+	}
+	select {
+	case <-dropped:
+	default:
+		t.Fatal("the delete's reply was not dropped; the test did not lose the connection mid-delete")
+	}
+	if err := l.Err(); err != nil {
+		t.Fatalf("Err after the release = %v; want nil", err)
+	}
+	next, err := NewMutex(newTestSession(t, nil), p).TryLock(ctx)
+	if err != nil {
+		t.Fatalf("TryLock after the release = %v; the lock was left unusable", err)
+	}
+	_ = next.Unlock(ctx)
+}
+
+// A lease survives a connection loss shorter than the session timeout: it is suspended, not lost,
+// Reenter works once the connection is back, and releasing every handle frees the lock.
+func TestReenterAcrossConnectionLoss(t *testing.T) {
+	p := testPath(t)
+	ctx := testCtx(t, 30*time.Second)
+	f := &faults{}
+	s := newTestSession(t, f)
+	l, err := NewMutex(s, p).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.partition()
+	select {
+	case <-l.Suspended():
+	case <-ctx.Done():
+		t.Fatal("the lease was not suspended by the connection loss")
+	}
+	f.heal()
+	if _, err := s.waitConnected(ctx); err != nil {
+		t.Fatal(err)
+	}
+	again, err := l.Reenter()
+	if err != nil {
+		t.Fatalf("Reenter after the reconnect = %v", err)
+	}
+	if err := l.Check(ctx); err != nil {
+		t.Fatalf("Check after the reconnect = %v; the lease should have survived", err)
+	}
+	if err := again.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	next, err := NewMutex(newTestSession(t, nil), p).TryLock(ctx)
+	if err != nil {
+		t.Fatalf("TryLock after both handles were released = %v", err)
+	}
+	_ = next.Unlock(ctx)
+}

@@ -49,6 +49,36 @@
 // matters more than arithmetic. WithContainerParents creates parents as containers, as Curator
 // does, and Revoke / Lease.RevokeRequested speak Curator's cooperative "__REVOKE__" protocol.
 //
+// # Guarantees beside Curator and kazoo
+//
+// What a Mutex (Native protocol) promises, what Curator 5.4's InterProcessMutex and kazoo 2.8's
+// Lock do in the same case, and the test that shows this package's behaviour:
+//
+//	case                         recipes               Curator 5.4            kazoo 2.8              test
+//	a release wakes              one waiter            one waiter             one waiter             TestMutexNoHerd
+//	node left by a lost create   adopted only if the   adopted by prefix      adopted by prefix,     TestMutexGhostNode,
+//	                             session owns it       (CURATOR-604 open)     no owner check         TestMutexGhostNodeAcrossExpiry
+//	cancelled or failed acquire  node always deleted   guaranteed delete      delete errors          TestMutexCancelLeavesNothing,
+//	                                                                          swallowed (#732)       TestMutexCancelDuringCreate
+//	lock lost while held         Lease.Done/Err/       the app's connection   the app's connection   TestMutexNodeDeletedEndsLease,
+//	                             Context end           listener only          listener only          TestMutexSessionExpiryWhileHolding
+//	fencing                      Token().Czxid,        none (path only)       lock.node only         TestLockOrderAcrossSequenceWrap
+//	                             Lease.Multi
+//	sequence past 2^31-1         ordered (serial       misordered (string     misordered (string,    TestSeqBeforeAcrossWrap,
+//	                             arithmetic)           compare)               kazoo#730)             TestLockOrderAcrossSequenceWrap
+//	holder stuck, session alive  WithMaxHold; zkd's    none (CURATOR-28)      none                   TestMutexMaxHoldExpires,
+//	                             lock_break command                                                  server's TestLockBreak
+//	release reply lost           retried until         guaranteed delete      error swallowed        TestReenteredUnlockReplyLost,
+//	                             confirmed                                                           TestUnlockWhileCutOff
+//	re-entry                     explicit (Reenter,    per thread, counted    none                   TestMutexReentry,
+//	                             Lease.Context)                                                      TestReenterAcrossConnectionLoss
+//	same path as the library     WithProtocol(Curator) -                      -                      TestNativeAndCuratorAgree,
+//	                             / (Kazoo)                                                           TestKazooInterop
+//
+// On ZooKeeper 3.8 the sequence counter stops at 2147483647 instead of wrapping (one create at a
+// time), so past it the Native order keeps the lock exclusive but no longer first come, first
+// served; zkd wraps (docs/differences.md).
+//
 // # Known client issue
 //
 // go-zookeeper v1.0.4 races on reconnect: sendSetWatches reads Conn.lastZxid while recvLoop writes

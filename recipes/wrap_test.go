@@ -81,8 +81,9 @@ func seededZooKeeper(t *testing.T, v *znode.View) []string {
 // TestSequenceCounterAtItsLimit creates sequential nodes under a parent whose counter is about to
 // pass 2^31-1, on zkd and on Apache ZooKeeper seeded with the same tree. zkd goes on past it
 // with negative numbers, formatted as ZooKeeper formats them (-2147483648 follows 2147483647),
-// so every name stays unique. ZooKeeper 3.8 stops at 2147483647 and hands it out again: a plain
-// sequential create then fails with NodeExists (docs/differences.md).
+// so every name stays unique, as ZooKeeper's documentation says its counter wraps. ZooKeeper 3.8,
+// given one create at a time, hands out 2147483647 again instead: a plain sequential create then
+// fails with NodeExists (docs/differences.md).
 func TestSequenceCounterAtItsLimit(t *testing.T) {
 	top := int32(math.MaxInt32)
 	v := wrapTree(t, map[string]int32{"/p": top - 1})
