@@ -3,7 +3,8 @@
 # bench_setup NAME: sets root (the repository) and tmp (a fresh directory, removed on exit,
 # together with the server started by bench_start), and builds zkbench into $tmp/zkbench.
 # bench_start PORT BIN ARGS...: starts BIN ARGS... in the background, logging to $tmp/log, sets
-# pid, and waits until the server on 127.0.0.1:PORT answers ruok.
+# pid, and waits until the server on 127.0.0.1:PORT answers ruok (bench_start_tcp: until it
+# accepts a connection, for a server without four-letter words such as zkbench floor).
 # bench_stop: stops the server bench_start started, by its pid.
 
 bench_setup() {
@@ -24,6 +25,19 @@ bench_start() {
 		sleep 0.1
 	done
 	echo "bench: the server on port $port did not answer ruok; its log: $tmp/log" >&2
+	return 1
+}
+
+bench_start_tcp() {
+	local port=$1
+	shift
+	"$@" >"$tmp/log" 2>&1 &
+	pid=$!
+	for _ in $(seq 100); do
+		(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && return 0
+		sleep 0.1
+	done
+	echo "bench: nothing accepted connections on port $port; the server's log: $tmp/log" >&2
 	return 1
 }
 
