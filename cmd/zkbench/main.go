@@ -9,6 +9,8 @@
 //	zkbench compare -zkd bin/zkd -out docs/benchmarks.md           zkd against ZooKeeper, side by side
 //	zkbench zookeeper -dir /tmp/zk -addr 127.0.0.1:21810           a real ZooKeeper until Ctrl-C
 //	zkbench floor -dir /tmp/floor -port 21810                      the floor server (floor.go): a yardstick
+//	zkbench flood -addr ... -pid PID                               well-behaved clients beside a flood
+//	zkbench idle -addr ... -pid PID -sessions 5000                 server memory per idle session
 //
 // Workloads: create, set, get, mixed (-read-ratio), multi (-multi-ops setData per multi), churn
 // (ephemeral-sequential create then delete), large (setData of 256 KiB values unless -size is at
@@ -63,6 +65,8 @@ func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return floorMain(ctx, args[1:], stdout, stderr)
 		case "flood":
 			return floodMain(ctx, args[1:], stdout, stderr)
+		case "idle":
+			return idleMain(ctx, args[1:], stdout, stderr)
 		}
 	}
 	return benchMain(ctx, args, stdout, stderr)
