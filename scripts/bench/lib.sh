@@ -15,31 +15,25 @@ bench_setup() {
 	(cd "$root" && go build -o "$tmp/zkbench" ./cmd/zkbench)
 }
 
-bench_start() {
-	local port=$1
-	shift
+bench_start() { bench_launch bench_answers_ruok "$@"; }
+bench_start_tcp() { bench_launch bench_accepts "$@"; }
+
+# bench_launch READY PORT BIN ARGS...: starts BIN ARGS... and waits until READY PORT succeeds.
+bench_launch() {
+	local ready=$1 port=$2
+	shift 2
 	"$@" >"$tmp/log" 2>&1 &
 	pid=$!
 	for _ in $(seq 100); do
-		[ "$(bench_ruok "$port")" = imok ] && return 0
+		"$ready" "$port" && return 0
 		sleep 0.1
 	done
-	echo "bench: the server on port $port did not answer ruok; its log: $tmp/log" >&2
+	echo "bench: the server on port $port did not come up ($ready); its log: $tmp/log" >&2
 	return 1
 }
 
-bench_start_tcp() {
-	local port=$1
-	shift
-	"$@" >"$tmp/log" 2>&1 &
-	pid=$!
-	for _ in $(seq 100); do
-		(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && return 0
-		sleep 0.1
-	done
-	echo "bench: nothing accepted connections on port $port; the server's log: $tmp/log" >&2
-	return 1
-}
+bench_answers_ruok() { [ "$(bench_ruok "$1")" = imok ]; }
+bench_accepts() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 # bench_ruok PORT prints the server's answer to ruok (bash's /dev/tcp: no netcat needed).
 bench_ruok() {
