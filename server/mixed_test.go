@@ -170,11 +170,11 @@ func runMixed(t *testing.T, r *mixedRun, tg mixedTarget, to mixedTimeouts, hold 
 			r.skip = "no java for Curator"
 			return
 		}
-		if err := curatorInstalled(); err != nil {
+		cp, err := apachezk.CuratorClasspath()
+		if err != nil {
 			r.skip = err.Error()
 			return
 		}
-		cp := strings.Join([]string{curatorJar, apachezk.Jar}, ":")
 		name, args = java, append([]string{"-Xmx160m", "-cp", cp, filepath.Join("testdata", "MixedClients.java")}, args...)
 	}
 
@@ -489,21 +489,4 @@ func TestMixedClientsSoak(t *testing.T) {
 	}
 	const tick = 2 * time.Second
 	mixedClients(t, mixedTargets(t, tick, true), mixedTimeouts{hold: 20 * tick, churn: 20 * tick, victim: 2 * tick}, hold)
-}
-
-// curatorJar is Debian's Curator recipes jar (libcurator-recipes-java); its manifest names
-// curator-framework, curator-client, guava and ZooKeeper.
-const curatorJar = "/usr/share/java/curator-recipes.jar"
-
-// curatorInstalled returns nil when Curator and the ZooKeeper client can run here.
-func curatorInstalled() error {
-	if err := apachezk.Installed(); err != nil {
-		return err
-	}
-	for _, j := range []string{curatorJar, "/usr/share/java/curator-framework.jar", "/usr/share/java/curator-client.jar"} {
-		if _, err := os.Stat(j); err != nil {
-			return fmt.Errorf("curator is not installed (apt-get install libcurator-framework-java libcurator-recipes-java): %w", err)
-		}
-	}
-	return nil
 }

@@ -312,3 +312,21 @@ func FreePorts(n int) ([]int, error) {
 	}
 	return ports, nil
 }
+
+// curatorJars are Debian's Curator jars (libcurator-framework-java, libcurator-recipes-java); the
+// recipes jar's manifest names curator-framework, curator-client, guava and ZooKeeper.
+var curatorJars = []string{"/usr/share/java/curator-recipes.jar", "/usr/share/java/curator-framework.jar", "/usr/share/java/curator-client.jar"}
+
+// CuratorClasspath returns the classpath a Java program using Curator 5.4 and the ZooKeeper
+// client runs with, or an error saying what to install.
+func CuratorClasspath() (string, error) {
+	if err := Installed(); err != nil {
+		return "", err
+	}
+	for _, j := range curatorJars {
+		if _, err := os.Stat(j); err != nil {
+			return "", fmt.Errorf("apachezk: Curator is not installed (apt-get install libcurator-framework-java libcurator-recipes-java): %w", err)
+		}
+	}
+	return curatorJars[0] + ":" + Jar, nil
+}
