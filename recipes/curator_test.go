@@ -137,3 +137,141 @@ func deleteTree(c *zk.Conn, p string) error {
 	}
 	return c.Delete(p, -1)
 }
+
+// curatorProcess starts CuratorContend.java in mode (hold or wait) with a 4 s session and
+// returns the command and a channel that receives each line it prints.
+func curatorProcess(t *testing.T, ctx context.Context, mode, p string) (*exec.Cmd, <-chan string) {
+	t.Helper()
+	java, err := exec.LookPath("java")
+	if err != nil {
+		t.Skip("no java for Curator")
+	}
+	cp, err := apachezk.CuratorClasspath()
+	if err != nil {
+		t.Skip(err)
+	}
+	cmd := exec.CommandContext(ctx, java, "-Xmx96m", "-cp", cp, filepath.Join("testdata", "CuratorContend.java"),
+		strings.Join(testServer(t), ","), p, mode, strconv.Itoa(int(testTimeout/time.Millisecond)))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	lines := make(chan string, 64)
+	go func() {
+		defer close(lines)
+		buf := make([]byte, 4096)
+		var rest string
+		for {
+			n, err := out.Read(buf)
+			rest += string(buf[:n])
+			for {
+				line, more, ok := strings.Cut(rest, "\n")
+				if !ok {
+					break
+				}
+				lines <- strings.TrimSpace(line)
+				rest = more
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return cmd, lines
+}
+
+// waitLine waits for the process to print want and fails the test with what it printed instead.
+func waitLine(t *testing.T, ctx context.Context, lines <-chan string, want string) {
+	t.Helper()
+	var seen []string
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("the Curator process ended before printing %s: %q", want, seen)
+			}
+			if l == want {
+				return
+			}
+			seen = append(seen, l)
+		case <-ctx.Done():
+			t.Fatalf("no %s from the Curator process: %q", want, seen)
+		}
+	}
+}
+
+// A killed holder of either language is succeeded by the other within the session timeout and a
+// few seconds: a Curator holder killed with SIGKILL hands the lock to a waiting Go Mutex in
+// Curator mode, and a Go holder cut off from the server hands it to a waiting Curator process.
+func TestCuratorKilledHolderSucceeded(t *testing.T) {
+	const bound = testTimeout + 8*time.Second // a tick late at most, and room for a loaded machine
+	t.Run("curator holder killed", func(t *testing.T) {
+		p := testPath(t)
+		ctx := testCtx(t, 90*time.Second)
+		cmd, lines := curatorProcess(t, ctx, "hold", p)
+		waitLine(t, ctx, lines, "HELD")
+		granted := make(chan error, 1)
+		s := newTestSession(t, nil)
+		go func() {
+			l, err := NewMutex(s, p, WithProtocol(Curator)).Lock(ctx)
+			if err == nil {
+				err = l.Unlock(ctx)
+			}
+			granted <- err
+		}()
+		for len(children(t, s, p)) != 2 {
+			if ctx.Err() != nil {
+				t.Fatal("the Go contender never queued")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		killed := time.Now()
+		if err := cmd.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-granted:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-ctx.Done():
+			t.Fatal("the Go contender was never granted the killed holder's lock")
+		}
+		if took := time.Since(killed); took > bound {
+			t.Errorf("the Go contender got the lock %v after the Curator holder was killed; want within %v", took, bound)
+		}
+	})
+	t.Run("go holder cut off", func(t *testing.T) {
+		p := testPath(t)
+		ctx := testCtx(t, 90*time.Second)
+		f := &faults{}
+		l, err := NewMutex(newTestSession(t, f), p, WithProtocol(Curator)).Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, lines := curatorProcess(t, ctx, "wait", p)
+		obs := newTestSession(t, nil)
+		for len(children(t, obs, p)) != 2 {
+			if ctx.Err() != nil {
+				t.Fatal("the Curator contender never queued")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		cut := time.Now()
+		f.partition()
+		waitLine(t, ctx, lines, "ACQUIRED")
+		if took := time.Since(cut); took > bound {
+			t.Errorf("the Curator contender got the lock %v after the Go holder was cut off; want within %v", took, bound)
+		}
+		select {
+		case <-l.Done():
+		case <-ctx.Done():
+			t.Fatal("the cut-off Go holder's lease never ended")
+		}
+	})
+}

@@ -1,5 +1,8 @@
-// A Curator InterProcessMutex contender for recipes' interop test (run as a source file):
-// java -cp CURATOR CuratorContend.java HOSTS PATH ROUNDS
+// A Curator InterProcessMutex contender for recipes' interop tests (run as a source file):
+// java -cp CURATOR CuratorContend.java HOSTS PATH ROUNDS [SESSION_TIMEOUT_MS]
+//
+// ROUNDS "hold": acquire, print HELD and keep the lock until killed. ROUNDS "wait": acquire,
+// print ACQUIRED, release and exit.
 //
 // Inside each hold it proves exclusion through the server (an ephemeral PATH-holder node that
 // another holder would collide with, read back as its own) and records its fencing token (the
@@ -16,11 +19,26 @@ import org.apache.zookeeper.data.Stat;
 public class CuratorContend {
     public static void main(String[] args) throws Exception {
         String hosts = args[0], path = args[1];
-        int rounds = Integer.parseInt(args[2]);
-        CuratorFramework c = CuratorFrameworkFactory.newClient(hosts, 20000, 10000, new ExponentialBackoffRetry(100, 10));
+        int sessionMs = args.length > 3 ? Integer.parseInt(args[3]) : 20000;
+        CuratorFramework c = CuratorFrameworkFactory.newClient(hosts, sessionMs, 10000, new ExponentialBackoffRetry(100, 10));
         c.start();
         c.blockUntilConnected();
         InterProcessMutex m = new InterProcessMutex(c, path);
+        if (args[2].equals("hold")) {
+            m.acquire();
+            System.out.println("HELD");
+            System.out.flush();
+            Thread.sleep(Long.MAX_VALUE);
+        }
+        if (args[2].equals("wait")) {
+            m.acquire();
+            System.out.println("ACQUIRED");
+            System.out.flush();
+            m.release();
+            c.close();
+            return;
+        }
+        int rounds = Integer.parseInt(args[2]);
         for (int i = 0; i < rounds; i++) {
             m.acquire();
             try {
