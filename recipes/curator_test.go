@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -36,7 +37,7 @@ func TestCuratorInterop(t *testing.T) {
 	addrs := testServer(t)
 	p := testPath(t)
 	ctx := testCtx(t, 120*time.Second)
-	const javaProcs, javaRounds, goWorkers, goRounds = 2, 6, 3, 6
+	const javaProcs, javaRounds, goWorkers, goRounds = 2, 10, 3, 10
 	setup := newTestSession(t, nil)
 	for _, q := range []string{p, p + "-fence"} {
 		if err := ensurePath(ctx, setup, q); err != nil {
@@ -45,23 +46,18 @@ func TestCuratorInterop(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = deleteTree(setup.Conn(), p+"-fence") })
 	var wg sync.WaitGroup
-	errs := make(chan error, javaProcs+goWorkers*goRounds)
-	for range javaProcs {
-		wg.Go(func() {
-			cmd := exec.CommandContext(ctx, java, "-Xmx96m", "-cp", cp, filepath.Join("testdata", "CuratorContend.java"),
-				strings.Join(addrs, ","), p, strconv.Itoa(javaRounds))
-			var out bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &out, &out
-			if err := cmd.Run(); err != nil || !strings.Contains(out.String(), "OK") {
-				errs <- fmt.Errorf("curator contender: %v: %s", err, strings.TrimSpace(out.String()))
-			}
-		})
-	}
+	errs := make(chan error, 1024)
+	// Every contender starts at once, the JVMs' start-up behind them, and the Go workers go on
+	// until the Curator processes are done, so the languages contend.
+	javaDone := curatorContenders(t, ctx, errs, javaProcs, func() (func(), func() error) {
+		return curatorRounds(t, ctx, java, cp, strings.Join(addrs, ","), p, strconv.Itoa(javaRounds))
+	})
+	var goHolds atomic.Int32
 	for range goWorkers {
 		s := newTestSession(t, nil)
 		m := NewMutex(s, p, WithProtocol(Curator))
 		wg.Go(func() {
-			for range goRounds {
+			for i := 0; i < goRounds || !isClosed(javaDone); i++ {
 				l, err := m.Lock(ctx)
 				if err != nil {
 					errs <- err
@@ -80,6 +76,7 @@ func TestCuratorInterop(t *testing.T) {
 					errs <- err
 				}
 				_ = c.Delete(p+"-holder", -1)
+				goHolds.Add(1)
 				if err := l.Unlock(ctx); err != nil {
 					errs <- err
 					return
@@ -88,6 +85,7 @@ func TestCuratorInterop(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	<-javaDone
 	close(errs)
 	for err := range errs {
 		t.Error(err)
@@ -100,8 +98,8 @@ func TestCuratorInterop(t *testing.T) {
 		t.Fatal(err)
 	}
 	slices.Sort(fence)
-	if len(fence) != javaProcs*javaRounds+goWorkers*goRounds {
-		t.Fatalf("%d holds in the ledger; want %d", len(fence), javaProcs*javaRounds+goWorkers*goRounds)
+	if want := javaProcs*javaRounds + int(goHolds.Load()); len(fence) != want {
+		t.Fatalf("%d holds in the ledger; want %d", len(fence), want)
 	}
 	var last int64
 	langs := map[string]int{}
@@ -118,12 +116,86 @@ func TestCuratorInterop(t *testing.T) {
 		last = czxid
 		langs[lang]++
 	}
-	if langs["go"] != goWorkers*goRounds || langs["curator"] != javaProcs*javaRounds {
+	if langs["go"] != int(goHolds.Load()) || langs["curator"] != javaProcs*javaRounds {
 		t.Errorf("holds by language %v", langs)
 	}
 	if c := children(t, setup, p); len(c) != 0 {
 		t.Errorf("nodes left: %v", c)
 	}
+}
+
+// curatorContenders starts n Curator processes with launch (curatorRounds), all connected before
+// any starts its rounds, and returns a channel closed once every one has finished; their errors go
+// to errs.
+func curatorContenders(t *testing.T, ctx context.Context, errs chan<- error, n int, launch func() (func(), func() error)) <-chan struct{} {
+	t.Helper()
+	var starts []func()
+	var wg sync.WaitGroup
+	for range n {
+		start, wait := launch()
+		starts = append(starts, start)
+		wg.Go(func() {
+			if err := wait(); err != nil {
+				errs <- err
+			}
+		})
+	}
+	for _, start := range starts {
+		start()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	return done
+}
+
+// curatorRounds starts CuratorContend.java with args in rounds mode and waits until it is
+// connected. It returns a func that starts its rounds and a func that waits for it and returns an
+// error unless it finished them (OK).
+func curatorRounds(t *testing.T, ctx context.Context, java, cp string, args ...string) (start func(), wait func() error) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, java, append([]string{"-Xmx96m", "-cp", cp, filepath.Join("testdata", "CuratorContend.java")}, args...)...)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out lockedBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	for !strings.Contains(out.String(), "READY") {
+		if ctx.Err() != nil {
+			t.Fatalf("the Curator process never connected: %s", out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	start = func() { _, _ = in.Write([]byte("go\n")) }
+	wait = func() error {
+		if err := cmd.Wait(); err != nil || !strings.Contains(out.String(), "OK") {
+			return fmt.Errorf("curator contender %v: %v: %s", args[2:], err, strings.TrimSpace(out.String()))
+		}
+		return nil
+	}
+	return start, wait
+}
+
+// lockedBuffer is a bytes.Buffer a process writes while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // deleteTree deletes p and its children (one level: the ledger).
@@ -274,4 +346,89 @@ func TestCuratorKilledHolderSucceeded(t *testing.T) {
 			t.Fatal("the cut-off Go holder's lease never ended")
 		}
 	})
+}
+
+// TestCuratorRWInterop runs Curator InterProcessReadWriteLock readers and writers (separate
+// processes) and Go RWMutexes in Curator mode on one path. Every section proves the lock's rule
+// through the server: a writer finds no reader and no other writer inside, a reader finds no
+// writer (see CuratorContend.java); readers may share.
+func TestCuratorRWInterop(t *testing.T) {
+	java, err := exec.LookPath("java")
+	if err != nil {
+		t.Skip("no java for Curator")
+	}
+	cp, err := apachezk.CuratorClasspath()
+	if err != nil {
+		t.Skip(err)
+	}
+	addrs := testServer(t)
+	p := testPath(t)
+	ctx := testCtx(t, 120*time.Second)
+	const rounds = 10
+	setup := newTestSession(t, nil)
+	for _, q := range []string{p, p + "-readers"} {
+		if err := ensurePath(ctx, setup, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { _ = setup.Conn().Delete(p+"-readers", -1) })
+	var wg sync.WaitGroup
+	errs := make(chan error, 1024)
+	sides := []string{"read", "write"}
+	javaDone := curatorContenders(t, ctx, errs, len(sides), func() (func(), func() error) {
+		side := sides[0]
+		sides = sides[1:]
+		return curatorRounds(t, ctx, java, cp, strings.Join(addrs, ","), p, strconv.Itoa(rounds), "20000", side)
+	})
+	for _, write := range []bool{true, false, false} {
+		s := newTestSession(t, nil)
+		m := NewRWMutex(s, p, WithProtocol(Curator))
+		wg.Go(func() {
+			c := s.Conn()
+			for i := 0; i < rounds || !isClosed(javaDone); i++ {
+				lock := m.RLock
+				if write {
+					lock = m.Lock
+				}
+				l, err := lock(ctx)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if write {
+					if _, err := c.Create(p+"-writer", nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
+						errs <- fmt.Errorf("go writer found another writer inside: %v", err)
+					} else {
+						if kids, _, err := c.Children(p + "-readers"); err != nil || len(kids) != 0 {
+							errs <- fmt.Errorf("go writer found readers inside: %v, %v", kids, err)
+						}
+						_ = c.Delete(p+"-writer", -1)
+					}
+				} else {
+					mine, err := c.Create(p+"-readers/r-", nil, zk.FlagEphemeral|zk.FlagSequence, zk.WorldACL(zk.PermAll))
+					if err != nil {
+						errs <- err
+					} else {
+						if ok, _, err := c.Exists(p + "-writer"); err != nil || ok {
+							errs <- fmt.Errorf("go reader found a writer inside (%v)", err)
+						}
+						_ = c.Delete(mine, -1)
+					}
+				}
+				if err := l.Unlock(ctx); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	<-javaDone
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if c := children(t, setup, p); len(c) != 0 {
+		t.Errorf("nodes left: %v", c)
+	}
 }

@@ -1,7 +1,14 @@
 // A Curator InterProcessMutex contender for recipes' interop tests (run as a source file):
-// java -cp CURATOR CuratorContend.java HOSTS PATH ROUNDS [SESSION_TIMEOUT_MS]
+// java -cp CURATOR CuratorContend.java HOSTS PATH ROUNDS [SESSION_TIMEOUT_MS [read|write]]
 //
-// ROUNDS "hold": acquire, print HELD and keep the lock until killed. ROUNDS "wait": acquire,
+// With read or write it takes that side of an InterProcessReadWriteLock on PATH instead, ROUNDS
+// times. A writer's section creates the ephemeral PATH-writer and then finds PATH-readers empty;
+// a reader's creates an ephemeral child of PATH-readers and then finds no PATH-writer. Both
+// create before they look, so two sections that overlap where they must not always see each
+// other; either prints OVERLAP and exits 3.
+//
+// With a number of ROUNDS it prints READY once connected and starts when a line arrives on its
+// standard input. ROUNDS "hold": acquire, print HELD and keep the lock until killed. ROUNDS "wait": acquire,
 // print ACQUIRED, release and exit.
 //
 // Inside each hold it proves exclusion through the server (an ephemeral PATH-holder node that
@@ -11,6 +18,7 @@ import java.nio.charset.StandardCharsets;
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
+import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
 import org.apache.curator.retry.ExponentialBackoffRetry;
 import org.apache.zookeeper.CreateMode;
 import org.apache.zookeeper.KeeperException;
@@ -39,6 +47,45 @@ public class CuratorContend {
             return;
         }
         int rounds = Integer.parseInt(args[2]);
+        // Start together with the test's other contenders: say so, then wait for its go-ahead.
+        System.out.println("READY");
+        System.out.flush();
+        new java.io.BufferedReader(new java.io.InputStreamReader(System.in)).readLine();
+        if (args.length > 4) {
+            boolean write = args[4].equals("write");
+            InterProcessReadWriteLock rw = new InterProcessReadWriteLock(c, path);
+            InterProcessMutex side = write ? rw.writeLock() : rw.readLock();
+            for (int i = 0; i < rounds; i++) {
+                side.acquire();
+                try {
+                    if (write) {
+                        try {
+                            c.create().withMode(CreateMode.EPHEMERAL).forPath(path + "-writer");
+                        } catch (KeeperException.NodeExistsException e) {
+                            System.out.println("OVERLAP");
+                            System.exit(3);
+                        }
+                        if (!c.getChildren().forPath(path + "-readers").isEmpty()) {
+                            System.out.println("OVERLAP");
+                            System.exit(3);
+                        }
+                        c.delete().forPath(path + "-writer");
+                    } else {
+                        String mine = c.create().withMode(CreateMode.EPHEMERAL_SEQUENTIAL).forPath(path + "-readers/r-");
+                        if (c.checkExists().forPath(path + "-writer") != null) {
+                            System.out.println("OVERLAP");
+                            System.exit(3);
+                        }
+                        c.delete().forPath(mine);
+                    }
+                } finally {
+                    side.release();
+                }
+            }
+            c.close();
+            System.out.println("OK");
+            return;
+        }
         for (int i = 0; i < rounds; i++) {
             m.acquire();
             try {
