@@ -1,7 +1,6 @@
 package recipes
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -49,8 +48,8 @@ func TestCuratorInterop(t *testing.T) {
 	errs := make(chan error, 1024)
 	// Every contender starts at once, the JVMs' start-up behind them, and the Go workers go on
 	// until the Curator processes are done, so the languages contend.
-	javaDone := curatorContenders(t, ctx, errs, javaProcs, func() (func(), func() error) {
-		return curatorRounds(t, ctx, java, cp, strings.Join(addrs, ","), p, strconv.Itoa(javaRounds))
+	javaDone := startContenders(t, ctx, errs, javaProcs, func() (func(), func() error) {
+		return contenderProcess(t, ctx, java, "-Xmx96m", "-cp", cp, filepath.Join("testdata", "CuratorContend.java"), strings.Join(addrs, ","), p, strconv.Itoa(javaRounds))
 	})
 	var goHolds atomic.Int32
 	for range goWorkers {
@@ -122,80 +121,6 @@ func TestCuratorInterop(t *testing.T) {
 	if c := children(t, setup, p); len(c) != 0 {
 		t.Errorf("nodes left: %v", c)
 	}
-}
-
-// curatorContenders starts n Curator processes with launch (curatorRounds), all connected before
-// any starts its rounds, and returns a channel closed once every one has finished; their errors go
-// to errs.
-func curatorContenders(t *testing.T, ctx context.Context, errs chan<- error, n int, launch func() (func(), func() error)) <-chan struct{} {
-	t.Helper()
-	var starts []func()
-	var wg sync.WaitGroup
-	for range n {
-		start, wait := launch()
-		starts = append(starts, start)
-		wg.Go(func() {
-			if err := wait(); err != nil {
-				errs <- err
-			}
-		})
-	}
-	for _, start := range starts {
-		start()
-	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	return done
-}
-
-// curatorRounds starts CuratorContend.java with args in rounds mode and waits until it is
-// connected. It returns a func that starts its rounds and a func that waits for it and returns an
-// error unless it finished them (OK).
-func curatorRounds(t *testing.T, ctx context.Context, java, cp string, args ...string) (start func(), wait func() error) {
-	t.Helper()
-	cmd := exec.CommandContext(ctx, java, append([]string{"-Xmx96m", "-cp", cp, filepath.Join("testdata", "CuratorContend.java")}, args...)...)
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out lockedBuffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	for !strings.Contains(out.String(), "READY") {
-		if ctx.Err() != nil {
-			t.Fatalf("the Curator process never connected: %s", out.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	start = func() { _, _ = in.Write([]byte("go\n")) }
-	wait = func() error {
-		if err := cmd.Wait(); err != nil || !strings.Contains(out.String(), "OK") {
-			return fmt.Errorf("curator contender %v: %v: %s", args[2:], err, strings.TrimSpace(out.String()))
-		}
-		return nil
-	}
-	return start, wait
-}
-
-// lockedBuffer is a bytes.Buffer a process writes while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // deleteTree deletes p and its children (one level: the ledger).
@@ -375,10 +300,10 @@ func TestCuratorRWInterop(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make(chan error, 1024)
 	sides := []string{"read", "write"}
-	javaDone := curatorContenders(t, ctx, errs, len(sides), func() (func(), func() error) {
+	javaDone := startContenders(t, ctx, errs, len(sides), func() (func(), func() error) {
 		side := sides[0]
 		sides = sides[1:]
-		return curatorRounds(t, ctx, java, cp, strings.Join(addrs, ","), p, strconv.Itoa(rounds), "20000", side)
+		return contenderProcess(t, ctx, java, "-Xmx96m", "-cp", cp, filepath.Join("testdata", "CuratorContend.java"), strings.Join(addrs, ","), p, strconv.Itoa(rounds), "20000", side)
 	})
 	for _, write := range []bool{true, false, false} {
 		s := newTestSession(t, nil)

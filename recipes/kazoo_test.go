@@ -1,7 +1,6 @@
 package recipes
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+
 	"github.com/zkd-io/zkd/internal/testkit/pyclient"
 )
 
@@ -30,6 +30,8 @@ hosts, path, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
 zk = KazooClient(hosts=hosts)
 zk.start(timeout=20)
 lock = zk.Lock(path, "kazoo-" + sys.argv[4])
+print("READY", flush=True)
+sys.stdin.readline()
 for i in range(rounds):
     with lock:
         try:
@@ -62,22 +64,19 @@ func TestKazooInterop(t *testing.T) {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
-	errs := make(chan error, pyProcs+2*goWorkers*goRounds)
-	for i := range pyProcs {
-		wg.Go(func() {
-			cmd := exec.CommandContext(ctx, py, script, strings.Join(addrs, ","), p, strconv.Itoa(pyRounds), strconv.Itoa(i))
-			var out bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &out, &out
-			if err := cmd.Run(); err != nil || !strings.Contains(out.String(), "OK") {
-				errs <- errors.New("kazoo contender: " + strings.TrimSpace(out.String()))
-			}
-		})
-	}
+	errs := make(chan error, 1024)
+	// Every contender starts at once, and the Go workers go on until the kazoo processes are done,
+	// so the languages contend.
+	i := 0
+	pyDone := startContenders(t, ctx, errs, pyProcs, func() (func(), func() error) {
+		i++
+		return contenderProcess(t, ctx, py, script, strings.Join(addrs, ","), p, strconv.Itoa(pyRounds), strconv.Itoa(i))
+	})
 	for range goWorkers {
 		s := newTestSession(t, nil)
 		m := NewMutex(s, p, WithProtocol(Kazoo), WithData([]byte("go")))
 		wg.Go(func() {
-			for range goRounds {
+			for i := 0; i < goRounds || !isClosed(pyDone); i++ {
 				l, err := m.Lock(ctx)
 				if err != nil {
 					errs <- err
@@ -103,6 +102,7 @@ func TestKazooInterop(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	<-pyDone
 	close(errs)
 	for err := range errs {
 		t.Error(err)
@@ -154,6 +154,8 @@ hosts, path, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
 zk = KazooClient(hosts=hosts)
 zk.start(timeout=20)
 lock = zk.WriteLock(path, "kazoo-writer")
+print("READY", flush=True)
+sys.stdin.readline()
 for i in range(rounds):
     with lock:
         try:
@@ -191,23 +193,16 @@ func TestKazooRWInterop(t *testing.T) {
 		}
 	}
 	var wg sync.WaitGroup
-	errs := make(chan error, 2+3*4*6) // every Go check of every round may fail
-	for range 2 {
-		wg.Go(func() {
-			cmd := exec.CommandContext(ctx, py, script, strings.Join(addrs, ","), p, "6")
-			var out bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &out, &out
-			if err := cmd.Run(); err != nil || !strings.Contains(out.String(), "OK") {
-				errs <- errors.New("kazoo writer: " + strings.TrimSpace(out.String()))
-			}
-		})
-	}
+	errs := make(chan error, 1024)
+	pyDone := startContenders(t, ctx, errs, 2, func() (func(), func() error) {
+		return contenderProcess(t, ctx, py, script, strings.Join(addrs, ","), p, "6")
+	})
 	for i := range 4 {
 		s := newTestSession(t, nil)
 		m := NewRWMutex(s, p, WithProtocol(Kazoo))
 		write := i == 0
 		wg.Go(func() {
-			for range 6 {
+			for i := 0; i < 6 || !isClosed(pyDone); i++ {
 				var l *Lease
 				var err error
 				if write {
@@ -257,6 +252,7 @@ func TestKazooRWInterop(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	<-pyDone
 	close(errs)
 	for err := range errs {
 		t.Error(err)
