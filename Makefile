@@ -8,7 +8,7 @@ STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # wrote it so that a rebase stays a diff of zkd's own changes.
 LINTPKGS  ?= $(shell $(GO) list $(PKGS) | grep -v /internal/third_party/)
 
-.PHONY: all build test test-forks test-outside test-consensus-long test-short test-zookeeper soak-clients run cluster bench bench-compare bench-flood fuzz lint vet fmt-check staticcheck conformance compat client-matrix client-matrix-check clean
+.PHONY: all build test test-recipes-cluster test-forks test-outside test-consensus-long test-short test-zookeeper soak-clients run cluster bench bench-compare bench-flood fuzz lint vet fmt-check staticcheck conformance compat client-matrix client-matrix-check clean
 
 all: build
 
@@ -22,6 +22,12 @@ build:
 test:
 	@./scripts/zk-banner.sh
 	$(GO) test -race -count=1 -timeout 20m $(PKGS); status=$$?; ./scripts/zk-banner.sh; exit $$status
+
+## test-recipes-cluster: the lock recipes' suite against an in-process 3-server zkd cluster (clients
+## given every member), as `make test` runs it against a standalone server and test-zookeeper
+## against real ZooKeeper
+test-recipes-cluster:
+	RECIPES_TARGET=cluster $(GO) test -race -count=1 -timeout 20m ./recipes/
 
 ## test-forks: upstream's own test suites of hashicorp/raft and raft-wal, run on zkd's forks of them
 ## (internal/third_party; `scripts/forks.sh diff` prints what the forks change)

@@ -22,7 +22,8 @@ import (
 
 // The test target is chosen here only: $RECIPES_ZK_ADDR (any ZooKeeper-compatible server,
 // comma-separated addresses); else, with RECIPES_TARGET=zookeeper, a real Apache ZooKeeper started
-// once for the package; else (the default) an in-process zkd configured like a stock ZooKeeper
+// once for the package; with RECIPES_TARGET=cluster, an in-process 3-server zkd cluster (clients
+// are given every member); else (the default) an in-process zkd configured like a stock ZooKeeper
 // (tickTime 2s, so 4s is the smallest session timeout).
 var (
 	targetAddrs []string
@@ -33,6 +34,29 @@ func TestMain(m *testing.M) {
 	code := func() int {
 		if a := os.Getenv("RECIPES_ZK_ADDR"); a != "" {
 			targetAddrs = strings.Split(a, ",")
+			return m.Run()
+		}
+		if os.Getenv("RECIPES_TARGET") == "cluster" {
+			cl, err := server.StartCluster(server.Config{TickTime: 2 * time.Second, MaxClientConns: -1}, 3)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "recipes: start a zkd cluster:", err)
+				return 1
+			}
+			defer func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				defer cancel()
+				_ = cl.Shutdown(ctx)
+			}()
+			for _, s := range cl.Servers {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				err := s.WaitServing(ctx)
+				cancel()
+				if err != nil {
+					fmt.Fprintln(os.Stderr, "recipes: zkd cluster:", err)
+					return 1
+				}
+			}
+			targetAddrs = cl.Addrs()
 			return m.Run()
 		}
 		if os.Getenv("RECIPES_TARGET") != "zookeeper" {
@@ -133,9 +157,13 @@ func testCtx(t testing.TB, d time.Duration) context.Context {
 	return ctx
 }
 
-// children lists a path with a plain connection of the test.
+// children lists a path with a plain connection of the test, after a sync: on a cluster the
+// session's server may not have applied another session's latest writes yet.
 func children(t testing.TB, s *Session, p string) []string {
 	t.Helper()
+	if _, err := s.Conn().Sync(p); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		t.Fatal(err)
+	}
 	c, _, err := s.Conn().Children(p)
 	if err != nil && !errors.Is(err, zk.ErrNoNode) {
 		t.Fatal(err)
