@@ -24,6 +24,7 @@ import (
 	"github.com/zkd-io/zkd/internal/testkit/pyclient"
 	"github.com/zkd-io/zkd/internal/testkit/tcpproxy"
 	"github.com/zkd-io/zkd/internal/testkit/zktest"
+	"github.com/zkd-io/zkd/server"
 	"github.com/zkd-io/zkd/server/zkdtest"
 )
 
@@ -43,6 +44,9 @@ type mixedTarget struct {
 	name  string
 	addrs []string // the client addresses of its servers
 	zkd   bool     // a zkd target, whose mntr counts connection closes by reason
+	// warnings collects a zkd target's log at WARN and above: why a connection closed for an
+	// unexpected reason.
+	warnings *logBuffer
 }
 
 // mixedTimeouts are the session timeouts the clients ask for.
@@ -81,13 +85,17 @@ func startZooKeeperTick(t *testing.T, tick time.Duration) string {
 // ZooKeeper server with the given tickTime (and, if ensemble, a real 3-server ensemble with the
 // stock tickTime).
 func mixedTargets(t *testing.T, tick time.Duration, ensemble bool) []mixedTarget {
-	s := zkdtest.Start(t, zkdHeldOption(t, tick, nil))
-	cl := zkdtest.StartCluster(t, 3, zkdHeldOption(t, tick, nil))
-	tgs := []mixedTarget{{"zkd-standalone", []string{s.Addr()}, true}, {"zkd-cluster", cl.Addrs(), true}}
+	warnLogs := func(b *logBuffer) zkdtest.Option {
+		return zkdtest.WithConfig(func(c *server.Config) { c.Logger = b.logger() })
+	}
+	sw, cw := &logBuffer{}, &logBuffer{}
+	s := zkdtest.Start(t, zkdHeldOption(t, tick, nil), warnLogs(sw))
+	cl := zkdtest.StartCluster(t, 3, zkdHeldOption(t, tick, nil), warnLogs(cw))
+	tgs := []mixedTarget{{"zkd-standalone", []string{s.Addr()}, true, sw}, {"zkd-cluster", cl.Addrs(), true, cw}}
 	if zktest.Check() == nil {
-		tgs = append(tgs, mixedTarget{"zookeeper", []string{startZooKeeperTick(t, tick)}, false})
+		tgs = append(tgs, mixedTarget{"zookeeper", []string{startZooKeeperTick(t, tick)}, false, nil})
 		if ensemble {
-			tgs = append(tgs, mixedTarget{"zookeeper-ensemble", zktest.Ensemble(t).Addrs, false})
+			tgs = append(tgs, mixedTarget{"zookeeper-ensemble", zktest.Ensemble(t).Addrs, false, nil})
 		}
 	}
 	return tgs
@@ -457,7 +465,8 @@ func checkMixed(t *testing.T, tg mixedTarget, runs []*mixedRun) {
 	t.Logf("connections closed by reason: %v (victims stalled: %d)", closed, stalls)
 	for _, reason := range slices.Sorted(maps.Keys(closed)) {
 		if !mixedExpectedCloses[reason] {
-			t.Errorf("%v connections closed for %s; the churn closes none for that", closed[reason], reason)
+			t.Errorf("%v connections closed for %s; the churn closes none for that; the servers' closes of that kind:\n%s",
+				closed[reason], reason, strings.Join(tg.warnings.matching("reason="+reason), ""))
 		}
 	}
 }

@@ -29,6 +29,19 @@ func (l *logBuffer) Write(p []byte) (int, error) {
 	return l.b.Write(p)
 }
 
+// matching returns the lines that contain sub.
+func (l *logBuffer) matching(sub string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for line := range strings.Lines(l.b.String()) {
+		if strings.Contains(line, sub) {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
 // lines returns the lines whose message is msg.
 func (l *logBuffer) lines(msg string) []string {
 	l.mu.Lock()
