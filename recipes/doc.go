@@ -72,8 +72,16 @@
 //	                             confirmed                                                           TestUnlockWhileCutOff
 //	re-entry                     explicit (Reenter,    per thread, counted    none                   TestMutexReentry,
 //	                             Lease.Context)                                                      TestReenterAcrossConnectionLoss
-//	same path as the library     WithProtocol(Curator) -                      -                      TestNativeAndCuratorAgree,
-//	                             / (Kazoo)                                                           TestKazooInterop
+//	same path as the library     WithProtocol(Curator) -                      -                      TestCuratorInterop,
+//	(real Curator and kazoo      / (Kazoo): exclusive,                                               TestCuratorRWInterop,
+//	processes)                   fencing tokens rise                                                 TestKazooInterop,
+//	                             across languages                                                    TestKazooRWInterop
+//	killed holder, either side   succeeded within the  -                      -                      TestCuratorKilledHolderSucceeded
+//	                             session timeout
+//
+// This package's tests run against zkd standalone (make test), a 3-server zkd cluster (make
+// test-recipes-cluster) and Apache ZooKeeper 3.8 (make test-zookeeper); the wrap tests seed a zkd
+// and a ZooKeeper of their own, and TestLockBreak (zkd's admin command) is the server's.
 //
 // On ZooKeeper 3.8 the sequence counter stops at 2147483647 instead of wrapping (one create at a
 // time), so past it the Native order keeps the lock exclusive but no longer first come, first
