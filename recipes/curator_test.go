@@ -19,12 +19,19 @@ import (
 	"github.com/zkd-io/zkd/internal/testkit/apachezk"
 )
 
-// TestCuratorInterop runs Curator 5.4 InterProcessMutex processes (Debian's
-// libcurator-recipes-java) and Go Mutexes in Curator mode on one path. Every holder proves
-// exclusion through the server (an ephemeral holder node, created and read back as its own) and
-// appends its fencing token, the czxid of its lock node, to a sequential ledger: read back in
-// order, the tokens of both languages' holders strictly increase, and every hold is there.
+// TestCuratorInterop runs Curator 5.4 processes (Debian's libcurator-recipes-java) and Go
+// recipes in Curator mode on one path: InterProcessMutex beside Mutex, and LeaderSelector
+// (requeued after every term) beside Election. Every holder or leader proves exclusion through
+// the server (an ephemeral holder node, created and read back as its own) and appends its fencing
+// token, the czxid of its node, to a sequential ledger: read back in order, the tokens of both
+// languages' holders strictly increase, and every hold is there.
 func TestCuratorInterop(t *testing.T) {
+	for _, kind := range []string{"mutex", "leader"} {
+		t.Run(kind, func(t *testing.T) { curatorInterop(t, kind) })
+	}
+}
+
+func curatorInterop(t *testing.T, kind string) {
 	java, err := exec.LookPath("java")
 	if err != nil {
 		t.Skip("no java for Curator")
@@ -49,15 +56,22 @@ func TestCuratorInterop(t *testing.T) {
 	// Every contender starts at once, the JVMs' start-up behind them, and the Go workers go on
 	// until the Curator processes are done, so the languages contend.
 	javaDone := startContenders(t, ctx, errs, javaProcs, func() (func(), func() error) {
-		return contenderProcess(t, ctx, java, "-Xmx96m", "-cp", cp, filepath.Join("testdata", "CuratorContend.java"), strings.Join(addrs, ","), p, strconv.Itoa(javaRounds))
+		args := []string{"-Xmx96m", "-cp", cp, filepath.Join("testdata", "CuratorContend.java"), strings.Join(addrs, ","), p, strconv.Itoa(javaRounds)}
+		if kind == "leader" {
+			args = append(args, "20000", "leader")
+		}
+		return contenderProcess(t, ctx, java, args...)
 	})
 	var goHolds atomic.Int32
 	for range goWorkers {
 		s := newTestSession(t, nil)
-		m := NewMutex(s, p, WithProtocol(Curator))
+		lock := NewMutex(s, p, WithProtocol(Curator)).Lock
+		if kind == "leader" {
+			lock = NewElection(s, p, WithProtocol(Curator)).Campaign
+		}
 		wg.Go(func() {
 			for i := 0; i < goRounds || !isClosed(javaDone); i++ {
-				l, err := m.Lock(ctx)
+				l, err := lock(ctx)
 				if err != nil {
 					errs <- err
 					return

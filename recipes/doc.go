@@ -72,7 +72,8 @@
 //	                             confirmed                                                           TestUnlockWhileCutOff
 //	re-entry                     explicit (Reenter,    per thread, counted    none                   TestMutexReentry,
 //	                             Lease.Context)                                                      TestReenterAcrossConnectionLoss
-//	same path as the library     WithProtocol(Curator) -                      -                      TestCuratorInterop,
+//	same path as the library     WithProtocol(Curator) -                      -                      TestCuratorInterop (mutex,
+//	                                                                                                 LeaderSelector),
 //	(real Curator and kazoo      / (Kazoo): exclusive,                                               TestCuratorRWInterop,
 //	processes)                   fencing tokens rise                                                 TestKazooInterop,
 //	                             across languages                                                    TestKazooRWInterop

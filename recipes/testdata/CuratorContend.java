@@ -1,5 +1,8 @@
 // A Curator InterProcessMutex contender for recipes' interop tests (run as a source file):
-// java -cp CURATOR CuratorContend.java HOSTS PATH ROUNDS [SESSION_TIMEOUT_MS [read|write]]
+// java -cp CURATOR CuratorContend.java HOSTS PATH ROUNDS [SESSION_TIMEOUT_MS [read|write|leader]]
+//
+// With leader it takes ROUNDS terms of leadership with a LeaderSelector (autoRequeue) instead,
+// each term one critical section.
 //
 // With read or write it takes that side of an InterProcessReadWriteLock on PATH instead, ROUNDS
 // times. A writer's section creates the ephemeral PATH-writer and then finds PATH-readers empty;
@@ -17,6 +20,8 @@
 import java.nio.charset.StandardCharsets;
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.leader.LeaderSelector;
+import org.apache.curator.framework.recipes.leader.LeaderSelectorListenerAdapter;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
 import org.apache.curator.retry.ExponentialBackoffRetry;
@@ -51,7 +56,7 @@ public class CuratorContend {
         System.out.println("READY");
         System.out.flush();
         new java.io.BufferedReader(new java.io.InputStreamReader(System.in)).readLine();
-        if (args.length > 4) {
+        if (args.length > 4 && !args[4].equals("leader")) {
             boolean write = args[4].equals("write");
             InterProcessReadWriteLock rw = new InterProcessReadWriteLock(c, path);
             InterProcessMutex side = write ? rw.writeLock() : rw.readLock();
@@ -86,37 +91,64 @@ public class CuratorContend {
             System.out.println("OK");
             return;
         }
-        for (int i = 0; i < rounds; i++) {
-            m.acquire();
-            try {
-                long sid = c.getZookeeperClient().getZooKeeper().getSessionId();
-                try {
-                    c.create().withMode(CreateMode.EPHEMERAL).forPath(path + "-holder", "curator".getBytes(StandardCharsets.UTF_8));
-                } catch (KeeperException.NodeExistsException e) {
-                    System.out.println("OVERLAP");
-                    System.exit(3);
-                }
-                Stat st = new Stat();
-                c.getData().storingStatIn(st).forPath(path + "-holder");
-                if (st.getEphemeralOwner() != sid) {
-                    System.out.println("OVERLAP");
-                    System.exit(3);
-                }
-                long czxid = -1;
-                for (String child : c.getChildren().forPath(path)) {
-                    Stat cs = c.checkExists().forPath(path + "/" + child);
-                    if (cs != null && cs.getEphemeralOwner() == sid) {
-                        czxid = cs.getCzxid();
+        if (args.length > 4 && args[4].equals("leader")) {
+            // Leadership by LeaderSelector (an InterProcessMutex inside), requeued after each term.
+            final java.util.concurrent.atomic.AtomicInteger terms = new java.util.concurrent.atomic.AtomicInteger();
+            final java.util.concurrent.CountDownLatch done = new java.util.concurrent.CountDownLatch(1);
+            LeaderSelector ls = new LeaderSelector(c, path, new LeaderSelectorListenerAdapter() {
+                @Override
+                public void takeLeadership(CuratorFramework cf) throws Exception {
+                    if (terms.get() < rounds) {
+                        section(c, path);
+                    }
+                    if (terms.incrementAndGet() >= rounds) {
+                        done.countDown();
                     }
                 }
-                c.create().withMode(CreateMode.PERSISTENT_SEQUENTIAL)
-                        .forPath(path + "-fence/f-", ("curator:" + czxid).getBytes(StandardCharsets.UTF_8));
-                c.delete().forPath(path + "-holder");
-            } finally {
-                m.release();
+            });
+            ls.autoRequeue();
+            ls.start();
+            done.await();
+            ls.close();
+        } else {
+            for (int i = 0; i < rounds; i++) {
+                m.acquire();
+                try {
+                    section(c, path);
+                } finally {
+                    m.release();
+                }
             }
         }
         c.close();
         System.out.println("OK");
+    }
+
+    // section is a holder's critical section: it proves exclusion through the server and records
+    // the holder's fencing token (the czxid of its lock node) in PATH-fence.
+    static void section(CuratorFramework c, String path) throws Exception {
+        long sid = c.getZookeeperClient().getZooKeeper().getSessionId();
+        try {
+            c.create().withMode(CreateMode.EPHEMERAL).forPath(path + "-holder", "curator".getBytes(StandardCharsets.UTF_8));
+        } catch (KeeperException.NodeExistsException e) {
+            System.out.println("OVERLAP");
+            System.exit(3);
+        }
+        Stat st = new Stat();
+        c.getData().storingStatIn(st).forPath(path + "-holder");
+        if (st.getEphemeralOwner() != sid) {
+            System.out.println("OVERLAP");
+            System.exit(3);
+        }
+        long czxid = -1;
+        for (String child : c.getChildren().forPath(path)) {
+            Stat cs = c.checkExists().forPath(path + "/" + child);
+            if (cs != null && cs.getEphemeralOwner() == sid) {
+                czxid = cs.getCzxid();
+            }
+        }
+        c.create().withMode(CreateMode.PERSISTENT_SEQUENTIAL)
+                .forPath(path + "-fence/f-", ("curator:" + czxid).getBytes(StandardCharsets.UTF_8));
+        c.delete().forPath(path + "-holder");
     }
 }
