@@ -248,3 +248,20 @@ func TestDiffDumps(t *testing.T) {
 		t.Errorf("diff = %q", d)
 	}
 }
+
+// fencedStats counts pairs of sections of different holders that overlap in time, and the
+// writes the fence took and refused.
+func TestFencedStats(t *testing.T) {
+	at := func(ms int) time.Time { return time.Unix(0, 0).Add(time.Duration(ms) * time.Millisecond) }
+	secs := []Section{
+		{Session: "b", Token: 20, Start: at(15), End: at(30), Accepted: 2},
+		{Session: "a", Token: 10, Start: at(0), End: at(20), Accepted: 1, Rejected: 1},
+		{Session: "c", Token: 30, Start: at(30), End: at(40), Accepted: 1},
+		{Session: "a", Token: 10, Start: at(25), End: at(26)}, // same token: one holder's, no overlap
+	}
+	got := fencedStats(secs)
+	want := "fenced resource: 4 critical sections, 2 pairs overlapping in time (unfenced, both would have written), 4 writes taken, 1 refused as stale"
+	if got != want {
+		t.Fatalf("fencedStats =\n%s\nwant\n%s", got, want)
+	}
+}

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"sync"
+	"time"
 
 	"github.com/zkd-io/zkd/jute"
 )
@@ -112,6 +113,17 @@ type GuardedWrite struct {
 	Mzxid   int64
 }
 
+// Section is one lock holder's critical section at the external fenced resource: from its first
+// write there to its last, with the token it wrote with and how many of its writes the resource
+// took and refused (a token lower than one it already took: a holder that lost the lock without
+// knowing it yet).
+type Section struct {
+	Session            string
+	Token              int64
+	Start, End         time.Time
+	Accepted, Rejected int
+}
+
 // History collects what every workload client did during a run. Its methods are safe for
 // concurrent use; the checks read the fields once every client has stopped.
 type History struct {
@@ -122,6 +134,10 @@ type History struct {
 	obs      map[string][]RegObs // by session name, in order
 	guarded  []GuardedWrite
 	clientID int // next porcupine client id
+	// fenceTop is the highest token the external fenced resource has taken; sections are the
+	// lock holders' critical sections there.
+	fenceTop int64
+	sections []Section
 }
 
 // NewHistory returns an empty History.
@@ -170,6 +186,24 @@ func (h *History) addObs(session string, o RegObs) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.obs[session] = append(h.obs[session], o)
+}
+
+// fencedWrite is one write to the external resource, which takes it unless a higher token was
+// taken before (the check a fenced storage service makes).
+func (h *History) fencedWrite(token int64) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if token < h.fenceTop {
+		return false
+	}
+	h.fenceTop = token
+	return true
+}
+
+func (h *History) addSection(s Section) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.sections = append(h.sections, s)
 }
 
 func (h *History) addGuarded(w GuardedWrite) {

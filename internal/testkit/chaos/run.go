@@ -343,9 +343,33 @@ func stats(h *History) []string {
 		fmt.Sprintf("fifo: %d sessions, %d connections, %d creates sent: %d ok, %d failed, %d unknown", len(h.fifo), epochs, sent, ok, failed, unknown),
 		fmt.Sprintf("registers: %d setData (%d ok, %d failed, %d unknown)", len(h.regOps), regOK, regFailed, regUnknown),
 		fmt.Sprintf("locks: %d guarded writes", len(h.guarded)),
+		fencedStats(h.sections),
 		"sessions: " + strings.Join(sess, "; "),
 	}
 	return out
+}
+
+// fencedStats says what the lock holders did at the external fenced resource: the critical
+// sections that overlapped in time (two holders each believing it held the lock: what a resource
+// without fencing would have let through) and the writes the fence refused as stale.
+func fencedStats(secs []Section) string {
+	secs = slices.Clone(secs)
+	slices.SortFunc(secs, func(a, b Section) int { return a.Start.Compare(b.Start) })
+	overlaps, accepted, rejected := 0, 0, 0
+	for i, a := range secs {
+		accepted += a.Accepted
+		rejected += a.Rejected
+		for _, b := range secs[i+1:] {
+			if !b.Start.Before(a.End) {
+				break
+			}
+			if b.Token != a.Token {
+				overlaps++
+			}
+		}
+	}
+	return fmt.Sprintf("fenced resource: %d critical sections, %d pairs overlapping in time (unfenced, both would have written), %d writes taken, %d refused as stale",
+		len(secs), overlaps, accepted, rejected)
 }
 
 // frozenStats describes what became of the writes the frozen sessions (doomed and silent) left

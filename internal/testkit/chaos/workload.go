@@ -302,7 +302,16 @@ func (w *Workloads) lockSession(ctx context.Context, name string, rng *rand.Rand
 			continue
 		}
 		tok := lease.Token()
+		sec := Section{Session: name, Token: tok.Czxid, Start: time.Now()}
 		for range 1 + rng.IntN(3) {
+			// The external resource first: a holder writes there as long as it believes it
+			// holds the lock, and only the token keeps a stale holder out.
+			if w.h.fencedWrite(tok.Czxid) {
+				sec.Accepted++
+			} else {
+				sec.Rejected++
+			}
+			sec.End = time.Now()
 			data := fmt.Sprintf("%s:%s", name, hex(tok.Czxid))
 			res, err := lease.Multi(ctx, &zk.SetDataRequest{Path: resource, Data: []byte(data), Version: -1})
 			if err != nil || len(res) != 1 || res[0].Stat == nil {
@@ -314,6 +323,7 @@ func (w *Workloads) lockSession(ctx context.Context, name string, rng *rand.Rand
 			w.h.update(func() { rec.Acked = append(rec.Acked, AckedWrite{"guarded set " + resource + " " + data, st.Mzxid}) })
 			sleepCtx(ctx, time.Duration(10+rng.IntN(50))*time.Millisecond) // holding
 		}
+		w.h.addSection(sec)
 		uctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if err := lease.Unlock(uctx); err != nil {
 			log.Debug("unlock", "err", err)
