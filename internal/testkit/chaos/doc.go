@@ -27,7 +27,12 @@
 //     wrote may carry a later zxid.
 //   - ephemerals: once every session is closed or expired, none of their ephemerals remain.
 //   - fencing: holders of the recipes lock write their token with a guarded multi; tokens never
-//     decrease as the resource's version grows.
+//     decrease as the resource's version grows. Holders also write to an external resource (in
+//     the test) that refuses a token lower than one it took, and some pause mid-section past
+//     their session's timeout (their client stopped, as SIGSTOP or a long GC pause stops a
+//     process) and write on when they resume: the report counts the critical sections that
+//     overlapped in time (what a resource without fencing would have let through) and the writes
+//     the fence refused.
 //   - convergence: every server ends with the same zxid and an identical full tree dump.
 //   - time to serve: after each heal, how long each server takes to serve a fresh client.
 //

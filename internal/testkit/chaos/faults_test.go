@@ -107,7 +107,7 @@ func TestFaults(t *testing.T) {
 				runSeed := seed + uint64(r)
 				res, err := Run(ctx, RunConfig{
 					Target: target, Run: runIndex, Seed: runSeed, Duration: duration, Dir: dir, ZkdBin: zkdBin,
-					Workload: WorkloadConfig{FIFOClients: 4, RegisterClients: 3, LockClients: 3, TimeoutMs: 6000,
+					Workload: WorkloadConfig{FIFOClients: 4, RegisterClients: 3, LockClients: 3, LockPause: 0.02, TimeoutMs: 6000,
 						Windows: []int{10, 50, 200, 50}, DoomedWindow: 50},
 					Logf: t.Logf,
 				})

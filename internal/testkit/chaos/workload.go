@@ -32,10 +32,14 @@ var basePaths = append([]string{fifoRoot, markersRoot, regRoot, "/locks", resour
 
 // WorkloadConfig sizes the workloads.
 type WorkloadConfig struct {
-	FIFOClients     int   // raw pipelining sessions running at any time
-	RegisterClients int   // go-zookeeper sessions doing setData and reads on the registers
-	LockClients     int   // recipes lock contenders doing guarded writes
-	TimeoutMs       int32 // requested session timeout of every workload session
+	FIFOClients     int // raw pipelining sessions running at any time
+	RegisterClients int // go-zookeeper sessions doing setData and reads on the registers
+	LockClients     int // recipes lock contenders doing guarded writes
+	// LockPause is the chance that a lock holder pauses inside a critical section for 1.5 times
+	// the session timeout (its client stopped as a long GC pause or SIGSTOP would stop it), and
+	// then goes on writing to the fenced resource before it learns that its session expired.
+	LockPause float64
+	TimeoutMs int32 // requested session timeout of every workload session
 	// Windows are the FIFO clients' most creates outstanding per connection, by slot (cycled);
 	// a large window keeps a connection sending while its earlier writes are stuck.
 	Windows []int
@@ -177,7 +181,11 @@ func FreezeDoomed(cs []*fifoClient) {
 // session loss), waits for it, and creates its marker. It returns nil if ctx ends first or the
 // session is lost before the marker exists.
 func (w *Workloads) zkSession(ctx context.Context, rec *SessionRecord, log *slog.Logger) *recipes.Session {
-	d := &zkDialer{}
+	return w.zkSessionWith(ctx, rec, log, &zkDialer{})
+}
+
+// zkSessionWith is zkSession with the client's dialer d (which can pause the client).
+func (w *Workloads) zkSessionWith(ctx context.Context, rec *SessionRecord, log *slog.Logger, d *zkDialer) *recipes.Session {
 	timeout := time.Duration(w.cfg.TimeoutMs) * time.Millisecond
 	s, err := recipes.Connect(w.servers, timeout, d.options(log)...)
 	if err != nil {
@@ -285,7 +293,8 @@ func (w *Workloads) registerSession(ctx context.Context, name string, rng *rand.
 func (w *Workloads) lockSession(ctx context.Context, name string, rng *rand.Rand) {
 	log := w.log.With("session", name)
 	rec := w.h.session(name, "lock")
-	s := w.zkSession(ctx, rec, log)
+	d := &zkDialer{}
+	s := w.zkSessionWith(ctx, rec, log, d)
 	if s == nil {
 		return
 	}
@@ -312,6 +321,20 @@ func (w *Workloads) lockSession(ctx context.Context, name string, rng *rand.Rand
 				sec.Rejected++
 			}
 			sec.End = time.Now()
+			if rng.Float64() < w.cfg.LockPause {
+				// Stopped mid-section past its session's timeout; it resumes as a stopped
+				// process does, writing on before it learns what happened meanwhile.
+				log.Info("holder paused", "token", hex(tok.Czxid))
+				resume := d.pause()
+				sleepCtx(ctx, 3*time.Duration(w.cfg.TimeoutMs)*time.Millisecond/2)
+				resume()
+				if w.h.fencedWrite(tok.Czxid) {
+					sec.Accepted++
+				} else {
+					sec.Rejected++
+				}
+				sec.End = time.Now()
+			}
 			data := fmt.Sprintf("%s:%s", name, hex(tok.Czxid))
 			res, err := lease.Multi(ctx, &zk.SetDataRequest{Path: resource, Data: []byte(data), Version: -1})
 			if err != nil || len(res) != 1 || res[0].Stat == nil {

@@ -31,6 +31,45 @@ type zkDialer struct {
 	conn  atomic.Pointer[zk.Conn]
 	hadID atomic.Bool
 	dials atomic.Int32
+	// paused is open while the client is paused (pause): its connections neither send nor
+	// deliver what they received, and it dials nothing, as a stopped process would.
+	paused atomic.Pointer[chan struct{}]
+}
+
+// pause stops the client's traffic, as SIGSTOP would stop a client process, until the returned
+// func is called.
+func (d *zkDialer) pause() (resume func()) {
+	ch := make(chan struct{})
+	d.paused.Store(&ch)
+	return func() {
+		d.paused.Store(nil)
+		close(ch)
+	}
+}
+
+// waitResumed blocks while the client is paused.
+func (d *zkDialer) waitResumed() {
+	if ch := d.paused.Load(); ch != nil {
+		<-*ch
+	}
+}
+
+// pausableConn is a connection of a client that pause can stop: writes wait, and what a read
+// returns is delivered only once the client runs again.
+type pausableConn struct {
+	net.Conn
+	d *zkDialer
+}
+
+func (p *pausableConn) Write(b []byte) (int, error) {
+	p.d.waitResumed()
+	return p.Conn.Write(b)
+}
+
+func (p *pausableConn) Read(b []byte) (int, error) {
+	n, err := p.Conn.Read(b)
+	p.d.waitResumed()
+	return n, err
 }
 
 // options returns the go-zookeeper options that install the dialer and a logger.
@@ -50,10 +89,12 @@ func (d *zkDialer) dial(network, addr string, timeout time.Duration) (net.Conn, 
 			return nil, errSessionOver
 		}
 	}
-	nc, err := net.DialTimeout(network, addr, timeout)
+	d.waitResumed()
+	raw, err := net.DialTimeout(network, addr, timeout)
 	if err != nil {
 		return nil, err
 	}
+	nc := net.Conn(&pausableConn{Conn: raw, d: d})
 	if d.dials.Add(1) == 1 {
 		return nc, nil
 	}
