@@ -112,7 +112,7 @@ func TestNewSessionAdoptsConn(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("expiry not seen through the event channel")
 	}
-	if !errors.Is(l.Err(), ErrSessionExpired) {
+	if !endedWithSession(t, l.Err()) {
 		t.Fatalf("Err = %v; want ErrSessionExpired", l.Err())
 	}
 	l2, err := NewMutex(s, p).TryLock(ctx)

@@ -344,10 +344,10 @@ func TestMutexSessionExpiryWhileHolding(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("lease never reported the expiry")
 	}
-	if err := l.Err(); !errors.Is(err, ErrSessionExpired) {
+	if err := l.Err(); !endedWithSession(t, err) {
 		t.Fatalf("Err = %v; want ErrSessionExpired", err)
 	}
-	if lctx.Err() == nil || !errors.Is(context.Cause(lctx), ErrSessionExpired) {
+	if lctx.Err() == nil || !endedWithSession(t, context.Cause(lctx)) {
 		t.Fatalf("lease context: err %v cause %v", lctx.Err(), context.Cause(lctx))
 	}
 	l2 := <-got
