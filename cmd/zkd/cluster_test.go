@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+
 	"github.com/zkd-io/zkd/internal/testkit"
+	"github.com/zkd-io/zkd/internal/testkit/apachezk"
 )
 
 // startCluster writes three zoo.cfg files (loopback, free ports), starts three zkd processes
@@ -25,15 +27,21 @@ func startCluster(t *testing.T) ([]string, []*zkdProcess) {
 func startClusterLines(t *testing.T) ([]string, []*zkdProcess, []string) {
 	t.Helper()
 	base := t.TempDir()
+	// Nine distinct ports, held together while they are chosen: one at a time, a port released
+	// could come back at once, and a member's client and peer ports were once the same.
+	ports, err := apachezk.FreePorts(9)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var clients, peers []string
-	for range 3 {
-		clients = append(clients, freePort(t))
-		peers = append(peers, freePort(t))
+	for i := range 3 {
+		clients = append(clients, fmt.Sprintf("127.0.0.1:%d", ports[i]))
+		peers = append(peers, fmt.Sprintf("127.0.0.1:%d", ports[3+i]))
 	}
 	var servers strings.Builder
 	var lines []string
 	for i := range 3 {
-		line := fmt.Sprintf("server.%d=%s:%s;%s", i+1, peers[i], strings.Split(freePort(t), ":")[1], clients[i])
+		line := fmt.Sprintf("server.%d=%s:%d;%s", i+1, peers[i], ports[6+i], clients[i])
 		lines = append(lines, line)
 		servers.WriteString(line + "\n")
 	}
