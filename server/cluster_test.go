@@ -82,6 +82,56 @@ func TestSessionMovesBetweenMembers(t *testing.T) {
 	}
 }
 
+// A write sent on a connection whose session has since reattached through another member is
+// refused by the leader; the stale connection closes without a reply, counted as session_moved
+// (ZooKeeper closes it too), and nothing is applied. Both ways in: the stale connection on a
+// follower (its write forwarded) and on the leader (refused as it is proposed).
+func TestWriteOfAMovedSessionClosesTheStaleConnection(t *testing.T) {
+	cl := zkdtest.StartCluster(t, 3)
+	leader := cl.Leader()
+	if leader == nil {
+		t.Fatal("no leader")
+	}
+	var follower []string
+	for _, s := range cl.Servers {
+		if s != leader {
+			follower = append(follower, s.Addr())
+		}
+	}
+	for _, tc := range []struct{ name, stale, moved string }{
+		{"forwarded", follower[0], follower[1]},
+		{"on the leader", leader.Addr(), follower[0]},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := mntr(t, tc.stale)["zk_connections_closed_session_moved"]
+			old := rawSession(t, tc.stale)
+			// A write through the stale member first makes it the session's owner.
+			mustCreate(t, old, "/owned-"+tc.name, openACL, 0)
+			moved := dialRaw(t, tc.moved)
+			resp, _, err := moved.Handshake(jute.ConnectRequest{TimeOut: 10000, SessionID: old.Session.SessionID, Passwd: old.Session.Passwd})
+			if err != nil || resp.SessionID != old.Session.SessionID {
+				t.Fatalf("reattach: %+v, %v", resp, err)
+			}
+			// A write through the new member makes that member the owner.
+			mustCreate(t, moved, "/moved-"+tc.name, openACL, 0)
+
+			path := "/stale-" + tc.name
+			h, err := old.Do(jute.OpCreate, &jute.CreateRequest{Path: path, ACL: openACL}, &jute.CreateResponse{})
+			if code := jute.Code(0); err == nil || errors.As(err, &code) {
+				t.Fatalf("the stale connection's create was answered: %+v, %v; want the connection closed", h, err)
+			}
+			waitClosed(t, tc.stale, "session_moved", before+1)
+			var st jute.ExistsResponse
+			if _, err := moved.Do(jute.OpSync, &jute.SyncRequest{Path: "/"}, &jute.SyncResponse{}); err != nil {
+				t.Fatal(err)
+			}
+			if h, err := moved.Do(jute.OpExists, &jute.ExistsRequest{Path: path}, &st); err == nil || h.Err != jute.CodeNoNode {
+				t.Errorf("exists %s after the refused create: %+v, %v; want NoNode", path, h, err)
+			}
+		})
+	}
+}
+
 // Killing the leader loses no acknowledged write, and writes resume on the survivors.
 func TestLeaderFailover(t *testing.T) {
 	cl := zkdtest.StartCluster(t, 3)

@@ -395,7 +395,9 @@ var mixedChurnKinds = map[string][]string{
 
 // Closes a zkd server makes for the churn: clients closing their sockets or sessions, sessions
 // expired (and the victims' reconnects told so), a session moving to a newer connection after
-// a cut, a churner reconnecting after a cut to a cluster member behind what it has seen (turned
+// a cut, a write still on its way through a cut connection refused once the churner has moved
+// its session to another cluster member (the stale connection is closed, as ZooKeeper closes
+// it), a churner reconnecting after a cut to a cluster member behind what it has seen (turned
 // away to try another, as ZooKeeper turns it away), and the test's own mntr. client_idle
 // (nothing came within the session timeout) is how a stalled victim's connection usually ends,
 // before its session expires; it is not bounded by the stalls, since a victim with its short
@@ -403,7 +405,7 @@ var mixedChurnKinds = map[string][]string{
 // that none of these closes was theirs. Any other reason is a fault.
 var mixedExpectedCloses = map[string]bool{
 	"client_closed": true, "session_closed": true, "session_expired": true, "session_reconnected": true,
-	"handshake_refused": true, "four_letter_word": true, "client_idle": true,
+	"session_moved": true, "handshake_refused": true, "four_letter_word": true, "client_idle": true,
 }
 
 func checkMixed(t *testing.T, tg mixedTarget, runs []*mixedRun) {

@@ -215,6 +215,12 @@ func (c *conn) admitWrite(ctx context.Context, r *request, body []byte) bool {
 		// older than it (kazoo before 2.9) kill their I/O thread on a code they do not know;
 		// OperationTimeout is known to every client, which retries it (docs/differences.md).
 		r.fixed, r.code = true, jute.CodeOperationTimeout
+	case errors.Is(err, consensus.ErrSessionMoved):
+		// The leader refused it: the session is attached through another server now. As in
+		// ZooKeeper, the stale connection closes without a reply.
+		c.abort(closeSessionMoved, fmt.Errorf("server: %v refused: %w", op, err))
+		c.leaveProcess(r)
+		return false
 	case err != nil:
 		c.abort(closeNotServing, fmt.Errorf("server: %v not proposed: %w", op, err))
 		c.leaveProcess(r)
@@ -438,6 +444,12 @@ func (c *conn) complete(ctx context.Context, r *request) bool {
 	switch {
 	case r.pending != nil:
 		res, err := r.pending.Wait(ctx)
+		if errors.Is(err, consensus.ErrSessionMoved) {
+			// The leader refused the forwarded write, applying nothing: the session is attached
+			// through another server now (the client went on there), so this connection is stale.
+			c.abort(closeSessionMoved, fmt.Errorf("server: %v refused: %w", r.hdr.Type, err))
+			return false
+		}
 		if err != nil {
 			c.abort(closeOutcomeUnknown, fmt.Errorf("server: outcome of %v unknown: %w", r.hdr.Type, err))
 			return false
