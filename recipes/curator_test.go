@@ -31,7 +31,10 @@ func TestCuratorInterop(t *testing.T) {
 	}
 }
 
-func curatorInterop(t *testing.T, kind string) {
+// curatorJava returns the java command and the Curator 5.4 class path (Debian's packages), or
+// skips the test.
+func curatorJava(t *testing.T) (java, classpath string) {
+	t.Helper()
 	java, err := exec.LookPath("java")
 	if err != nil {
 		t.Skip("no java for Curator")
@@ -40,6 +43,11 @@ func curatorInterop(t *testing.T, kind string) {
 	if err != nil {
 		t.Skip(err)
 	}
+	return java, cp
+}
+
+func curatorInterop(t *testing.T, kind string) {
+	java, cp := curatorJava(t)
 	addrs := testServer(t)
 	p := testPath(t)
 	ctx := testCtx(t, 120*time.Second)
@@ -153,14 +161,7 @@ func deleteTree(c *zk.Conn, p string) error {
 // returns the command and a channel that receives each line it prints.
 func curatorProcess(t *testing.T, ctx context.Context, mode, p string) (*exec.Cmd, <-chan string) {
 	t.Helper()
-	java, err := exec.LookPath("java")
-	if err != nil {
-		t.Skip("no java for Curator")
-	}
-	cp, err := apachezk.CuratorClasspath()
-	if err != nil {
-		t.Skip(err)
-	}
+	java, cp := curatorJava(t)
 	cmd := exec.CommandContext(ctx, java, "-Xmx96m", "-cp", cp, filepath.Join("testdata", "CuratorContend.java"),
 		strings.Join(testServer(t), ","), p, mode, strconv.Itoa(int(testTimeout/time.Millisecond)))
 	out, err := cmd.StdoutPipe()
@@ -292,14 +293,7 @@ func TestCuratorKilledHolderSucceeded(t *testing.T) {
 // through the server: a writer finds no reader and no other writer inside, a reader finds no
 // writer (see CuratorContend.java); readers may share.
 func TestCuratorRWInterop(t *testing.T) {
-	java, err := exec.LookPath("java")
-	if err != nil {
-		t.Skip("no java for Curator")
-	}
-	cp, err := apachezk.CuratorClasspath()
-	if err != nil {
-		t.Skip(err)
-	}
+	java, cp := curatorJava(t)
 	addrs := testServer(t)
 	p := testPath(t)
 	ctx := testCtx(t, 120*time.Second)

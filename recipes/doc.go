@@ -44,7 +44,9 @@
 // # Interoperability
 //
 // WithProtocol(Curator) and WithProtocol(Kazoo) name and order nodes exactly as Apache Curator
-// and Python's kazoo do, so Go processes can contend on the same path as those clients. Each
+// and Python's kazoo do, so Go processes can contend on the same path as those clients (an
+// Election beside Curator's LeaderLatch uses WithProtocol(CuratorLatch): LeaderLatch names its
+// nodes latch- where Curator's locks and LeaderSelector say lock-). Each
 // protocol copies its peer's comparator, wrap behaviour included, because agreement on the winner
 // matters more than arithmetic. WithContainerParents creates parents as containers, as Curator
 // does, and Revoke / Lease.RevokeRequested speak Curator's cooperative "__REVOKE__" protocol.
@@ -77,8 +79,12 @@
 //	(real Curator and kazoo      / (Kazoo): exclusive,                                               TestCuratorRWInterop,
 //	processes)                   fencing tokens rise                                                 TestKazooInterop,
 //	                             across languages                                                    TestKazooRWInterop
-//	killed holder, either side   succeeded within the  -                      -                      TestCuratorKilledHolderSucceeded
-//	                             session timeout
+//	killed holder, either side   succeeded within the  -                      -                      TestCuratorKilledHolderSucceeded,
+//	                             session timeout                                                     TestElectionInterop
+//	election on a path shared    queue order across    LeaderLatch,           Election: same         TestElectionInterop
+//	with the library             languages; every      LeaderSelector: same   leader named by
+//	                             side's observer       leader named by        contenders()
+//	                             names the same leader getLeader
 //
 // This package's tests run against zkd standalone (make test), a 3-server zkd cluster (make
 // test-recipes-cluster) and Apache ZooKeeper 3.8 (make test-zookeeper); the wrap tests seed a zkd

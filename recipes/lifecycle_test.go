@@ -8,8 +8,9 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
-	"github.com/zkd-io/zkd/internal/testkit"
 	"go.uber.org/goleak"
+
+	"github.com/zkd-io/zkd/internal/testkit"
 )
 
 // TestSessionCloseStopsEverything: after Close, every goroutine the package started (deleter,

@@ -32,6 +32,11 @@ const (
 	// in a marker of the role's set and a ten-character sequence, compared as strings. A kazoo Lock
 	// ignores __rlock__ readers; only a WriteLock honours them.
 	Kazoo
+	// CuratorLatch is Curator's LeaderLatch protocol, for an Election that shares a path with
+	// LeaderLatch participants: it is the Curator protocol with the marker latch- instead of lock-
+	// (nodes _c_<uuid>-latch-<seq>, ordered by the text after the last latch-). A LeaderLatch
+	// participant's id is its node's data, so give each Go candidate its id with WithData.
+	CuratorLatch
 )
 
 // String returns the protocol's name.
@@ -43,6 +48,8 @@ func (p Protocol) String() string {
 		return "curator"
 	case Kazoo:
 		return "kazoo"
+	case CuratorLatch:
+		return "curator-latch"
 	default:
 		return "Protocol(" + strconv.Itoa(int(p)) + ")"
 	}
@@ -60,6 +67,7 @@ const (
 // Markers that precede the sequence number in a node name.
 const (
 	markLock      = "lock-"
+	markLatch     = "latch-"
 	markCurRead   = "__READ__"
 	markCurWrite  = "__WRIT__"
 	markKazooLock = "__lock__"
@@ -94,6 +102,11 @@ func (p Protocol) marker(r role) string {
 			return markKazooRead
 		}
 		return markKazooLock
+	case CuratorLatch:
+		if r == roleExclusive {
+			return markLatch
+		}
+		return Curator.marker(r)
 	default:
 		switch r {
 		case roleRead:
@@ -157,8 +170,8 @@ func (p Protocol) decide(children []string, own string, r role) decision {
 		return decision{}
 	}
 	switch p {
-	case Curator:
-		return curatorDecide(children, own, r)
+	case Curator, CuratorLatch:
+		return curatorDecide(children, own, r, p.marker(roleExclusive))
 	case Kazoo:
 		return kazooDecide(children, own, r)
 	default:
@@ -201,11 +214,12 @@ func nativeDecide(children []string, own string, r role) decision {
 	return d
 }
 
-// curatorKey is Curator's sort key: the text after the last marker, or the whole name.
-func curatorKey(name string, r role) string {
+// curatorKey is Curator's sort key: the text after the last marker (lock, the exclusive one:
+// lock- or latch-), or the whole name.
+func curatorKey(name string, r role, lock string) string {
 	if r == roleExclusive {
-		if i := strings.LastIndex(name, markLock); i >= 0 {
-			return name[i+len(markLock):]
+		if i := strings.LastIndex(name, lock); i >= 0 {
+			return name[i+len(lock):]
 		}
 		return name
 	}
@@ -219,10 +233,10 @@ func curatorKey(name string, r role) string {
 	return key
 }
 
-func curatorDecide(children []string, own string, r role) decision {
+func curatorDecide(children []string, own string, r role, lock string) decision {
 	sorted := slices.Clone(children)
 	slices.SortStableFunc(sorted, func(a, b string) int {
-		return strings.Compare(curatorKey(a, r), curatorKey(b, r))
+		return strings.Compare(curatorKey(a, r, lock), curatorKey(b, r, lock))
 	})
 	idx := slices.Index(sorted, own)
 	d := decision{found: true}

@@ -21,6 +21,7 @@ func TestNewPrefixGolden(t *testing.T) {
 		{Kazoo, roleExclusive, `^[0-9a-f]{32}__lock__$`},
 		{Kazoo, roleWrite, `^[0-9a-f]{32}__lock__$`},
 		{Kazoo, roleRead, `^[0-9a-f]{32}__rlock__$`},
+		{CuratorLatch, roleExclusive, `^_c_` + uuid + `-latch-$`},
 	}
 	for _, c := range cases {
 		got := c.p.newPrefix(c.r)
@@ -38,16 +39,23 @@ func TestCuratorKeyGolden(t *testing.T) {
 		name string
 		r    role
 		want string
+		lock string // the exclusive marker: lock- unless set
 	}{
-		{"_c_53345f98-9423-4e0c-a7b5-9f819e3ec2e1-lock-0000000012", roleExclusive, "0000000012"},
-		{"_c_38553bd6d1d57f710ae70ddcc3d24715-lock-0000000003", roleExclusive, "0000000003"},
-		{"da5719988c244fc793f49ec3aa29b566__lock__0000000001", roleExclusive, "da5719988c244fc793f49ec3aa29b566__lock__0000000001"},
-		{"_c_53345f98-9423-4e0c-a7b5-9f819e3ec2e1-__READ__0000000007", roleRead, "0000000007"},
-		{"_c_53345f98-9423-4e0c-a7b5-9f819e3ec2e1-__WRIT__0000000008", roleWrite, "0000000008"},
-		{"config", roleWrite, "config"},
+		{"_c_53345f98-9423-4e0c-a7b5-9f819e3ec2e1-lock-0000000012", roleExclusive, "0000000012", ""},
+		{"_c_53345f98-9423-4e0c-a7b5-9f819e3ec2e1-latch-0000000012", roleExclusive, "0000000012", markLatch},
+		{"_c_53345f98-9423-4e0c-a7b5-9f819e3ec2e1-lock-0000000012", roleExclusive, "_c_53345f98-9423-4e0c-a7b5-9f819e3ec2e1-lock-0000000012", markLatch},
+		{"_c_38553bd6d1d57f710ae70ddcc3d24715-lock-0000000003", roleExclusive, "0000000003", ""},
+		{"da5719988c244fc793f49ec3aa29b566__lock__0000000001", roleExclusive, "da5719988c244fc793f49ec3aa29b566__lock__0000000001", ""},
+		{"_c_53345f98-9423-4e0c-a7b5-9f819e3ec2e1-__READ__0000000007", roleRead, "0000000007", ""},
+		{"_c_53345f98-9423-4e0c-a7b5-9f819e3ec2e1-__WRIT__0000000008", roleWrite, "0000000008", ""},
+		{"config", roleWrite, "config", ""},
 	}
 	for _, c := range cases {
-		if got := curatorKey(c.name, c.r); got != c.want {
+		lock := c.lock
+		if lock == "" {
+			lock = markLock
+		}
+		if got := curatorKey(c.name, c.r, lock); got != c.want {
 			t.Errorf("curatorKey(%q) = %q; want %q", c.name, got, c.want)
 		}
 	}
