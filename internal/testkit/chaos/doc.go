@@ -1,8 +1,8 @@
 // Package chaos is a black-box fault test for ZooKeeper ensembles: three server processes (zkd,
 // or real Apache ZooKeeper 3.8 as the oracle) each in its own Linux network namespace, clients
 // in the test's namespace, a seeded nemesis that kills, pauses, partitions, isolates and
-// throttles servers, and checks of the guarantees ZooKeeper documents on the recorded history
-// and on full tree dumps read from every server.
+// throttles servers and stops, kills and cuts off lock holders, and checks of the guarantees
+// ZooKeeper documents on the recorded history and on full tree dumps read from every server.
 //
 // # Topology
 //
@@ -32,7 +32,11 @@
 //     their session's timeout (their client stopped, as SIGSTOP or a long GC pause stops a
 //     process) and write on when they resume: the report counts the critical sections that
 //     overlapped in time (what a resource without fencing would have let through) and the writes
-//     the fence refused.
+//     the fence refused. Two more contenders run in processes of their own (the test binary again,
+//     lockproc.go), reaching the servers through proxies of the test: the nemesis stops the one
+//     holding the lock with SIGSTOP past its session timeout, kills it with SIGKILL (a new process
+//     takes its place), or cuts it off from every server on its own, and their sections and
+//     writes count in the same checks.
 //   - convergence: every server ends with the same zxid and an identical full tree dump.
 //   - time to serve: after each heal, how long each server takes to serve a fresh client.
 //

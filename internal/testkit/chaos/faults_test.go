@@ -19,6 +19,15 @@ const defaultDuration = 100 * time.Second
 // maxReported bounds the violations printed per check and run (all are counted).
 const maxReported = 20
 
+// TestMain makes the test binary a lock contender process when it is started as one
+// (lockproc.go), and runs the tests otherwise.
+func TestMain(m *testing.M) {
+	if os.Getenv(ContenderEnv) != "" {
+		os.Exit(RunContender())
+	}
+	os.Exit(m.Run())
+}
+
 // TestFaults runs the chaos suite: per target (CHAOS_TARGET, a comma-separated list of zkd and
 // zookeeper; default zkd) CHAOS_RUNS runs (default 1) of CHAOS_DURATION of faults (default
 // 100s) each, then prints a summary table. CHAOS_SEED replays a schedule. It needs root (network
@@ -60,6 +69,10 @@ func TestFaults(t *testing.T) {
 			t.Fatalf("CHAOS_RUNS=%q: want 1 to %d", s, 26/len(targets))
 		}
 		runs = n
+	}
+	self, err := os.Executable() // the lock contender processes run the test binary again
+	if err != nil {
+		t.Fatal(err)
 	}
 	base, err := os.MkdirTemp("", fmt.Sprintf("chaos-%d-", os.Getpid()))
 	if err != nil {
@@ -108,7 +121,7 @@ func TestFaults(t *testing.T) {
 				res, err := Run(ctx, RunConfig{
 					Target: target, Run: runIndex, Seed: runSeed, Duration: duration, Dir: dir, ZkdBin: zkdBin,
 					Workload: WorkloadConfig{FIFOClients: 4, RegisterClients: 3, LockClients: 3, LockPause: 0.02, TimeoutMs: 6000,
-						Windows: []int{10, 50, 200, 50}, DoomedWindow: 50},
+						Windows: []int{10, 50, 200, 50}, DoomedWindow: 50, LockProcesses: 2, ContenderBin: self},
 					Logf: t.Logf,
 				})
 				runIndex++

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -21,11 +22,16 @@ const (
 	FaultIsolate         = "isolate"          // a random server's veth down: cut off from everyone
 	FaultThrottle        = "throttle"         // a random server's link limited to 256 kbit/s
 	FaultSilentClient    = "silent-client"    // a FIFO client stops sending anything: its session must expire
+	// The lock holders in processes of their own (WorkloadConfig.LockProcesses):
+	FaultStopHolder      = "stop-holder"      // SIGSTOP the holder past the session timeout, SIGCONT
+	FaultKillHolder      = "kill-holder"      // SIGKILL the holder (a new contender process takes its slot)
+	FaultPartitionHolder = "partition-holder" // cut the holder off from every server past the session timeout
 )
 
 // Faults lists the fault kinds in report order.
 var Faults = []string{FaultKillOne, FaultKillLeader, FaultKillAll, FaultPauseLeader, FaultPartitionOne,
-	FaultPartitionLeader, FaultIsolate, FaultThrottle, FaultSilentClient}
+	FaultPartitionLeader, FaultIsolate, FaultThrottle, FaultSilentClient, FaultStopHolder, FaultKillHolder,
+	FaultPartitionHolder}
 
 // serveDeadline bounds how long a server may take to serve again after a heal before that
 // counts as a violation.
@@ -89,6 +95,9 @@ func (n *nemesis) inject(ctx context.Context, kind string, victim int) error {
 	c := n.c
 	lctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
+	if kind == FaultStopHolder || kind == FaultKillHolder || kind == FaultPartitionHolder {
+		return n.hurtHolder(ctx, kind)
+	}
 	leader := -1
 	if kind == FaultKillLeader || kind == FaultPauseLeader || kind == FaultPartitionLeader {
 		l, err := c.Leader(lctx)
@@ -178,6 +187,43 @@ func (n *nemesis) inject(ctx context.Context, kind string, victim int) error {
 	}
 	n.measureServe(kind, healed, hit)
 	return nil
+}
+
+// hurtHolder stops, kills or partitions the contender process holding the lock. Its session
+// expires meanwhile (a stopped or cut-off holder comes back believing it holds the lock until it
+// learns otherwise; the fence must refuse what it writes then). Nothing to do without contender
+// processes, or when none comes to hold the lock within a few seconds.
+func (n *nemesis) hurtHolder(ctx context.Context, kind string) error {
+	if len(n.w.procs) == 0 {
+		return nil
+	}
+	p := n.w.LockHolder(ctx, 10*time.Second)
+	if p == nil {
+		n.logf("fault %s: no contender process holds the lock; skipped", kind)
+		return nil
+	}
+	n.mu.Lock()
+	n.mu.counts[kind]++
+	n.mu.Unlock()
+	hold := n.timeout*3/2 + n.between(0, 2*time.Second)
+	switch kind {
+	case FaultStopHolder:
+		n.logf("fault %s: SIGSTOP contender %d (pid %d) for %v", kind, p.slot, p.pid(), hold.Round(time.Millisecond))
+		if err := p.signal(syscall.SIGSTOP); err != nil {
+			return err
+		}
+		sleepCtx(ctx, hold)
+		return p.signal(syscall.SIGCONT)
+	case FaultKillHolder:
+		n.logf("fault %s: SIGKILL contender %d (pid %d)", kind, p.slot, p.pid())
+		return p.signal(syscall.SIGKILL)
+	default:
+		n.logf("fault %s: contender %d (pid %d) cut off from every server for %v", kind, p.slot, p.pid(), hold.Round(time.Millisecond))
+		p.partition(true)
+		sleepCtx(ctx, hold)
+		p.partition(false)
+		return nil
+	}
 }
 
 // measureServe records, per server, how long after healed a fresh client connected to it alone

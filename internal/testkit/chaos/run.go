@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -96,7 +97,10 @@ func Run(ctx context.Context, cfg RunConfig) (res *RunResult, err error) {
 	h := NewHistory()
 	wctx, stopWorkloads := context.WithCancel(ctx)
 	defer stopWorkloads()
-	w := StartWorkloads(wctx, h, log, c.Addrs(), cfg.Workload, cfg.Seed)
+	w, err := StartWorkloads(wctx, h, log, c.Addrs(), cfg.Workload, cfg.Seed)
+	if err != nil {
+		return res, err
+	}
 	timeout := time.Duration(cfg.Workload.TimeoutMs) * time.Millisecond
 	n := newNemesis(c, w, cfg.Seed, timeout, logf)
 	nerr := n.run(ctx, time.Now().Add(cfg.Duration))
@@ -123,7 +127,7 @@ func Run(ctx context.Context, cfg RunConfig) (res *RunResult, err error) {
 
 	// Ephemerals of ended sessions: every workload session has ended now; give the slowest
 	// expiry its session timeout plus two ticks and a margin.
-	tick := time.Duration(cmpOr(cfg.TickMs, 2000)) * time.Millisecond
+	tick := time.Duration(cmp.Or(cfg.TickMs, 2000)) * time.Millisecond
 	dead := map[int64]string{}
 	for _, s := range h.sessions {
 		if s.ID != 0 {
@@ -167,7 +171,13 @@ func Run(ctx context.Context, cfg RunConfig) (res *RunResult, err error) {
 	for _, r := range c.RaceReports() {
 		res.Violations = append(res.Violations, Violation{CheckRace, r})
 	}
+	if n := w.contenders.races.Load(); n > 0 {
+		res.Violations = append(res.Violations, Violation{CheckRace, fmt.Sprintf("lock contender processes reported %d data races (clients.log)", n)})
+	}
 	res.Stats = append(stats(h), frozenStats(h, final)...)
+	if len(w.procs) > 0 {
+		res.Stats = append(res.Stats, w.contenderStats(h))
+	}
 	res.Elapsed = time.Since(began)
 	return res, nil
 }
@@ -287,13 +297,6 @@ func retry(ctx context.Context, f func() error) error {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-}
-
-func cmpOr(v, def int) int {
-	if v == 0 {
-		return def
-	}
-	return v
 }
 
 // stats summarises what the workloads did.

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -45,6 +46,10 @@ type WorkloadConfig struct {
 	Windows []int
 	// DoomedWindow is the window of the sessions frozen with a paused leader, kept full.
 	DoomedWindow int
+	// LockProcesses are lock contenders each in a process of its own (lockproc.go), which the
+	// nemesis stops, kills and partitions; ContenderBin is the test binary they run.
+	LockProcesses int
+	ContenderBin  string
 }
 
 // Workloads runs the clients of one run. Start them with StartWorkloads; after cancelling the
@@ -57,6 +62,9 @@ type Workloads struct {
 	seed    uint64
 	start   time.Time
 	wg      sync.WaitGroup
+	procs   []*lockProc // the contender process slots
+	// contenders counts the contender processes: started, ended by a signal, data races.
+	contenders struct{ started, signalled, races atomic.Int64 }
 
 	mu struct {
 		sync.Mutex
@@ -66,8 +74,9 @@ type Workloads struct {
 	}
 }
 
-// StartWorkloads starts every client; they run until ctx ends.
-func StartWorkloads(ctx context.Context, h *History, log *slog.Logger, servers []string, cfg WorkloadConfig, seed uint64) *Workloads {
+// StartWorkloads starts every client; they run until ctx ends. It fails only if the contender
+// processes cannot be set up.
+func StartWorkloads(ctx context.Context, h *History, log *slog.Logger, servers []string, cfg WorkloadConfig, seed uint64) (*Workloads, error) {
 	w := &Workloads{h: h, log: log, servers: servers, cfg: cfg, seed: seed, start: time.Now()}
 	w.mu.active = map[int]*fifoClient{}
 	for i := range cfg.FIFOClients {
@@ -89,12 +98,16 @@ func StartWorkloads(ctx context.Context, h *History, log *slog.Logger, servers [
 			}
 		})
 	}
-	return w
+	if err := w.startLockProcs(ctx); err != nil {
+		return nil, err
+	}
+	return w, nil
 }
 
 // Wait waits for every client to finish, then closes the connections frozen clients kept.
 func (w *Workloads) Wait() {
 	w.wg.Wait()
+	w.closeLockProcs()
 	w.mu.Lock()
 	all := w.mu.all
 	w.mu.Unlock()
@@ -300,6 +313,38 @@ func (w *Workloads) lockSession(ctx context.Context, name string, rng *rand.Rand
 	}
 	id := s.Conn().SessionID()
 	defer w.endZkSession(s, rec, id)
+	w.lockLoop(ctx, s, id, name, rng, d, historyLedger{w.h, rec})
+}
+
+// lockLedger is where a lock contender's critical sections go: the run's History in this
+// process, or the test process, through a pipe, from a contender process (lockproc.go).
+type lockLedger interface {
+	// fencedWrite is one write to the external fenced resource: whether it took it.
+	fencedWrite(token int64) bool
+	holding(token int64) // a section begins
+	addSection(Section)  // and ends
+	addGuarded(GuardedWrite)
+	acked(AckedWrite)
+}
+
+// historyLedger is the ledger of an in-process contender.
+type historyLedger struct {
+	h   *History
+	rec *SessionRecord
+}
+
+func (l historyLedger) fencedWrite(token int64) bool { return l.h.fencedWrite(token) }
+func (l historyLedger) holding(int64)                {}
+func (l historyLedger) addSection(s Section)         { l.h.addSection(s) }
+func (l historyLedger) addGuarded(g GuardedWrite)    { l.h.addGuarded(g) }
+func (l historyLedger) acked(a AckedWrite) {
+	l.h.update(func() { l.rec.Acked = append(l.rec.Acked, a) })
+}
+
+// lockLoop takes the lock over and over in session s (id) until ctx ends or the session does:
+// in each critical section a few writes to the fenced resource and guarded writes of the token.
+func (w *Workloads) lockLoop(ctx context.Context, s *recipes.Session, id int64, name string, rng *rand.Rand, d *zkDialer, l lockLedger) {
+	log := w.log.With("session", name)
 	m := recipes.NewMutex(s, lockPath)
 	for ctx.Err() == nil && s.Conn().SessionID() == id {
 		lctx, cancel := context.WithTimeout(ctx, 20*time.Second)
@@ -311,11 +356,12 @@ func (w *Workloads) lockSession(ctx context.Context, name string, rng *rand.Rand
 			continue
 		}
 		tok := lease.Token()
+		l.holding(tok.Czxid)
 		sec := Section{Session: name, Token: tok.Czxid, Start: time.Now()}
 		for range 1 + rng.IntN(3) {
 			// The external resource first: a holder writes there as long as it believes it
 			// holds the lock, and only the token keeps a stale holder out.
-			if w.h.fencedWrite(tok.Czxid) {
+			if l.fencedWrite(tok.Czxid) {
 				sec.Accepted++
 			} else {
 				sec.Rejected++
@@ -328,7 +374,7 @@ func (w *Workloads) lockSession(ctx context.Context, name string, rng *rand.Rand
 				resume := d.pause()
 				sleepCtx(ctx, 3*time.Duration(w.cfg.TimeoutMs)*time.Millisecond/2)
 				resume()
-				if w.h.fencedWrite(tok.Czxid) {
+				if l.fencedWrite(tok.Czxid) {
 					sec.Accepted++
 				} else {
 					sec.Rejected++
@@ -342,11 +388,11 @@ func (w *Workloads) lockSession(ctx context.Context, name string, rng *rand.Rand
 				break
 			}
 			st := res[0].Stat
-			w.h.addGuarded(GuardedWrite{Session: name, Token: tok.Czxid, Version: st.Version, Mzxid: st.Mzxid})
-			w.h.update(func() { rec.Acked = append(rec.Acked, AckedWrite{"guarded set " + resource + " " + data, st.Mzxid}) })
+			l.addGuarded(GuardedWrite{Session: name, Token: tok.Czxid, Version: st.Version, Mzxid: st.Mzxid})
+			l.acked(AckedWrite{"guarded set " + resource + " " + data, st.Mzxid})
 			sleepCtx(ctx, time.Duration(10+rng.IntN(50))*time.Millisecond) // holding
 		}
-		w.h.addSection(sec)
+		l.addSection(sec)
 		uctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if err := lease.Unlock(uctx); err != nil {
 			log.Debug("unlock", "err", err)
