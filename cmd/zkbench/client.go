@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/zkd-io/zkd/jute"
@@ -96,6 +97,8 @@ type client struct {
 	sessionID int64
 	timeout   time.Duration
 	onWatch   func(jute.WatcherEvent)
+	// notifications counts the watch notifications this connection received.
+	notifications atomic.Int64
 
 	mu struct {
 		sync.Mutex
@@ -286,6 +289,7 @@ func (c *client) readLoop(fr *jute.FrameReader) {
 				return
 			}
 			if ev, ok := body.(*jute.WatcherEvent); ok {
+				c.notifications.Add(1)
 				c.notifyWaiters(ev.Path)
 				if c.onWatch != nil {
 					c.onWatch(*ev)

@@ -171,6 +171,9 @@ func printResult(w io.Writer, res result, asJSON bool) {
 	_, _ = fmt.Fprintf(w, "  %d ops in %.2fs: %.0f ops/s, %d errors\n", res.Ops, res.Elapsed, res.Throughput, res.Errors)
 	_, _ = fmt.Fprintf(w, "  latency us: p50 %.0f  p90 %.0f  p99 %.0f  p99.9 %.0f  max %.0f  (mean %.0f)\n",
 		l.P50, l.P90, l.P99, l.P999, l.Max, l.Mean)
+	if lc := res.Lock; lc != nil {
+		_, _ = fmt.Fprintf(w, "  lock: %d waits on a predecessor, %d watch notifications received by the contenders\n", lc.Waits, lc.Notifications)
+	}
 	for k, n := range res.ErrorKinds {
 		_, _ = fmt.Fprintf(w, "  error %q: %d\n", k, n)
 	}

@@ -107,6 +107,15 @@ type result struct {
 	Latency    latencySummary   `json:"latency"`
 	Start      time.Time        `json:"start"`
 	TLS        bool             `json:"tls,omitempty"`
+	Lock       *lockCounts      `json:"lock,omitempty"`
+}
+
+// lockCounts is what the lock workload's contenders saw of the herd: how often a contender
+// watched its predecessor, and how many watch notifications all of them received (herd-free:
+// one per wait).
+type lockCounts struct {
+	Waits         int64 `json:"waits"`
+	Notifications int64 `json:"notifications"`
 }
 
 // recorder collects latencies and errors from many goroutines.
@@ -164,6 +173,8 @@ type env struct {
 	rec     *recorder
 	// valueBuf holds the value written by this run, built on first use.
 	valueBuf atomic.Pointer[[]byte]
+	// lockWaits counts the lock workload's waits on a predecessor's watch.
+	lockWaits atomic.Int64
 }
 
 // conn returns the connection that client i uses.
@@ -285,6 +296,11 @@ func run(ctx context.Context, cfg config, progress io.Writer) (result, error) {
 		res.Clients, res.Conns = cfg.Watchers, cfg.Watchers+nconns
 	case "session": // every op opens its own connection
 		res.Conns = cfg.Clients
+	case "lock":
+		res.Lock = &lockCounts{Waits: e.lockWaits.Load()}
+		for _, c := range e.clients {
+			res.Lock.Notifications += c.notifications.Load()
+		}
 	}
 	if elapsed > 0 {
 		res.Throughput = math.Round(float64(res.Ops)/elapsed.Seconds()*10) / 10

@@ -132,6 +132,28 @@ func TestSmoke(t *testing.T) {
 	}
 }
 
+// TestLockCountsNotifications runs the lock workload with contenders that all queue at once:
+// each wait on a predecessor is ended by one notification (the recipe is herd-free), and the
+// result says how many of each there were.
+func TestLockCountsNotifications(t *testing.T) {
+	addrs := smokeTarget(t)
+	var out, errOut bytes.Buffer
+	args := []string{"-addr", strings.Join(addrs, ","), "-workload", "lock", "-ops", "32", "-duration", "0", "-clients", "32", "-json"}
+	if err := realMain(context.Background(), args, &out, &errOut); err != nil {
+		t.Fatalf("zkbench %v: %v\n%s", args, err, errOut.String())
+	}
+	var res result
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		t.Fatalf("output is not JSON: %v\n%s", err, out.String())
+	}
+	if res.Ops != 32 || res.Errors != 0 || res.Lock == nil {
+		t.Fatalf("result = %+v; want 32 locks without errors, with lock counts", res)
+	}
+	if res.Lock.Waits == 0 || res.Lock.Notifications != res.Lock.Waits {
+		t.Errorf("lock counts %+v; want a notification for each wait, and some waits", *res.Lock)
+	}
+}
+
 // TestCommandLineJSON runs the command as a user would and decodes its -json output.
 func TestCommandLineJSON(t *testing.T) {
 	addrs := smokeTarget(t)

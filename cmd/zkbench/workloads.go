@@ -173,6 +173,7 @@ func opLock(e *env, i int, seq int64) error {
 			}
 			return err
 		}
+		e.lockWaits.Add(1)
 		select {
 		case <-gone:
 		case <-time.After(lockWait):

@@ -2,7 +2,9 @@
 # Server memory under N lock contenders (zkbench -workload lock: raw jute clients, a connection
 # each; every contender reads the lock directory once), for a zkd binary and for Apache ZooKeeper
 # (-Xmx1000m): the server's VmRSS before, at its peak (sampled every 200 ms) and once the
-# contenders are done.
+# contenders are done; the watch notifications the contenders received against their waits, and
+# the server's own count of them (mntr's node_deleted_watch_count: connections notified per
+# delete that triggered a watch).
 #
 #   scripts/bench/lockmem.sh BIN [N]        (N defaults to 6000; needs ulimit -n above N)
 set -euo pipefail
@@ -13,6 +15,13 @@ bench_setup lockmem
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 port=${LOCKMEM_PORT:-21832}
 rss() { awk '/^VmRSS:/ {print int($2 / 1024)}' "/proc/$1/status"; }
+# deleted_watches prints the count and sum of mntr's node_deleted_watch_count.
+deleted_watches() {
+	exec 3<>"/dev/tcp/127.0.0.1/$port" || return 0
+	printf mntr >&3
+	awk '/^zk_(cnt|sum)_node_deleted_watch_count/ {v[$1] = $2} END {printf "%d %d", v["zk_cnt_node_deleted_watch_count"], v["zk_sum_node_deleted_watch_count"]}' <&3
+	exec 3<&-
+}
 measure() { # measure NAME PID
 	local peak=0 sampler
 	(
@@ -23,9 +32,13 @@ measure() { # measure NAME PID
 		done
 	) &
 	sampler=$!
-	local before
+	local before w0 w1
 	before=$(rss "$2")
-	"$tmp/zkbench" -addr "127.0.0.1:$port" -workload lock -clients "$n" -ops "$n" -duration 0 -session-timeout 120s | tail -n 3
+	w0=$(deleted_watches)
+	"$tmp/zkbench" -addr "127.0.0.1:$port" -workload lock -clients "$n" -ops "$n" -duration 0 -session-timeout 120s | tail -n 4
+	w1=$(deleted_watches)
+	set -- "$1" "$2" $w0 $w1
+	echo "$1: mntr node_deleted_watch_count: $(($5 - $3)) deletes notified $(($6 - $4)) connections"
 	peak=$(cat "$tmp/peak" 2>/dev/null || echo 0)
 	echo "$1: $n contenders, VmRSS before $before MB, peak $peak MB, after $(rss "$2") MB"
 	kill "$sampler" 2>/dev/null || true
@@ -33,7 +46,7 @@ measure() { # measure NAME PID
 }
 
 mkdir -p "$tmp/data"
-printf 'dataDir=%s\nclientPort=%s\nclientPortAddress=127.0.0.1\nmaxClientCnxns=0\nadmin.enableServer=false\n' "$tmp/data" "$port" >"$tmp/zoo.cfg"
+printf 'dataDir=%s\nclientPort=%s\nclientPortAddress=127.0.0.1\nmaxClientCnxns=0\nadmin.enableServer=false\n4lw.commands.whitelist=ruok,mntr,srvr\n' "$tmp/data" "$port" >"$tmp/zoo.cfg"
 bench_start "$port" "$bin" -config "$tmp/zoo.cfg"
 measure "$bin" "$pid"
 bench_stop
