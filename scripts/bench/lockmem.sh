@@ -7,8 +7,11 @@
 # delete that triggered a watch).
 #
 #   scripts/bench/lockmem.sh BIN [N]        (N defaults to 6000; needs ulimit -n above N)
+#
+# LOCKMEM_ZKD_CFG adds zoo.cfg lines for zkd (e.g. 'zkd.maxTotalOutboundBytes=134217728');
+# LOCKMEM_ZOOKEEPER=0 skips ZooKeeper.
 set -euo pipefail
-[ $# -ge 1 ] || { sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 bin=$1 n=${2:-6000}
 . "$(dirname "$0")/lib.sh"
 bench_setup lockmem
@@ -46,10 +49,11 @@ measure() { # measure NAME PID
 }
 
 mkdir -p "$tmp/data"
-printf 'dataDir=%s\nclientPort=%s\nclientPortAddress=127.0.0.1\nmaxClientCnxns=0\nadmin.enableServer=false\n4lw.commands.whitelist=ruok,mntr,srvr\n' "$tmp/data" "$port" >"$tmp/zoo.cfg"
+printf 'dataDir=%s\nclientPort=%s\nclientPortAddress=127.0.0.1\nmaxClientCnxns=0\nadmin.enableServer=false\n4lw.commands.whitelist=ruok,mntr,srvr\n%s\n' "$tmp/data" "$port" "${LOCKMEM_ZKD_CFG:-}" >"$tmp/zoo.cfg"
 bench_start "$port" "$bin" -config "$tmp/zoo.cfg"
 measure "$bin" "$pid"
 bench_stop
+[ "${LOCKMEM_ZOOKEEPER:-1}" = 0 ] && exit 0
 
 mkdir -p "$tmp/zk"
 bench_start "$port" "$tmp/zkbench" zookeeper -addr "127.0.0.1:$port" -dir "$tmp/zk" -cfg maxClientCnxns=0 -heap-mb 1000
