@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // Decoding errors. A Decoder keeps the first one it meets (the sticky error) and reads nothing after it.
@@ -77,6 +78,13 @@ func (e *Encoder) Strings(v []string) {
 		e.Int32(-1)
 		return
 	}
+	// Room for the whole vector at once: a large one (the children of a busy lock directory)
+	// grown append by append is copied over and over (docs/performance.md).
+	n := 4
+	for _, s := range v {
+		n += 4 + len(s)
+	}
+	e.buf = slices.Grow(e.buf, n)
 	e.Int32(int32(len(v)))
 	for _, s := range v {
 		e.String(s)
