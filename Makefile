@@ -8,7 +8,7 @@ STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # wrote it so that a rebase stays a diff of zkd's own changes.
 LINTPKGS  ?= $(shell $(GO) list $(PKGS) | grep -v /internal/third_party/)
 
-.PHONY: all build test test-recipes-cluster test-forks test-outside test-consensus-long test-short test-zookeeper soak-clients run cluster bench bench-compare bench-flood fuzz lint vet fmt-check staticcheck conformance compat client-matrix client-matrix-check clean
+.PHONY: all build test test-recipes-cluster test-forks test-outside test-consensus-long test-short test-zookeeper soak-clients run cluster bench bench-compare bench-locks bench-flood fuzz lint vet fmt-check staticcheck conformance compat client-matrix client-matrix-check clean
 
 all: build
 
@@ -81,6 +81,13 @@ bench:
 ## BENCHFLAGS="-duration 3s -repeat 1 -memory 100000 -snapshot-znodes 100000" for a quick look)
 bench-compare:
 	./scripts/bench/run.sh $(BENCHFLAGS)
+
+## bench-locks: LOCKS (default 10000) contenders on one lock, zkd beside Apache ZooKeeper: grants/s,
+## enqueue-to-grant latency, notifications per release, server CPU and memory (scripts/bench/lockmem.sh;
+## make test runs 1,000 in TestLockContenders)
+bench-locks:
+	$(GO) build -o $(or $(TMPDIR),/tmp)/zkd-bench-locks ./cmd/zkd
+	./scripts/bench/lockmem.sh $(or $(TMPDIR),/tmp)/zkd-bench-locks $(or $(LOCKS),10000)
 
 ## bench-flood: zkd and Apache ZooKeeper under the flood (pipelining flooders, a client that never
 ## reads, a connect storm) beside well-behaved probes; FLOODFLAGS="-flooders 200 -duration 5s" for a quick look
