@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,8 +21,8 @@ import (
 
 // kazooScript contends for a kazoo Lock and proves exclusion through ZooKeeper itself: inside
 // the critical section it creates an ephemeral "<path>-holder" node, which fails if any other
-// holder (Go or Python) is inside at the same time, and reads it back, still its own, before
-// deleting it (the section's work: a server round trip, where an idle wait used to be).
+// holder (Go or Python) is inside at the same time, reads it back, still its own, and records its
+// fencing token (the czxid of its lock node) in the ledger <path>-fence before deleting it.
 const kazooScript = `
 import sys
 from kazoo.client import KazooClient
@@ -43,12 +44,16 @@ for i in range(rounds):
         if stat.ephemeralOwner != zk.client_id[0]:
             print("OVERLAP")
             sys.exit(3)
+        token = zk.exists(path + "/" + lock.node).czxid
+        zk.create(path + "-fence/f-", ("kazoo:%d" % token).encode(), sequence=True)
         zk.delete(path + "-holder")
 zk.stop()
 print("OK")
 `
 
-// TestKazooInterop runs kazoo Lock processes and Go Mutexes in Kazoo mode on one path.
+// TestKazooInterop runs kazoo Lock processes and Go Mutexes in Kazoo mode on one path. Every
+// holder proves exclusion through the server and appends its fencing token to a ledger: read back
+// in order, the tokens of both languages' holders strictly increase, and every hold is there.
 func TestKazooInterop(t *testing.T) {
 	py := pyclient.KazooPython(t)
 	addrs := testServer(t)
@@ -60,10 +65,14 @@ func TestKazooInterop(t *testing.T) {
 	}
 	const pyProcs, pyRounds, goWorkers, goRounds = 2, 8, 3, 8
 	setup := newTestSession(t, nil)
-	if err := ensurePath(ctx, setup, p); err != nil {
-		t.Fatal(err)
+	for _, q := range []string{p, p + "-fence"} {
+		if err := ensurePath(ctx, setup, q); err != nil {
+			t.Fatal(err)
+		}
 	}
+	t.Cleanup(func() { _ = deleteTree(setup.Conn(), p+"-fence") })
 	var wg sync.WaitGroup
+	var goHolds atomic.Int32
 	errs := make(chan error, 1024)
 	// Every contender starts at once, and the Go workers go on until the kazoo processes are done,
 	// so the languages contend.
@@ -93,7 +102,11 @@ func TestKazooInterop(t *testing.T) {
 				if _, st, err := s.Conn().Get(p + "-holder"); err != nil || st.EphemeralOwner != s.Conn().SessionID() {
 					errs <- fmt.Errorf("go contender lost its holder node inside the lock (%v)", err)
 				}
+				if _, err := s.Conn().Create(p+"-fence/f-", fmt.Appendf(nil, "go:%d", l.Token().Czxid), zk.FlagSequence, zk.WorldACL(zk.PermAll)); err != nil {
+					errs <- err
+				}
 				_ = s.Conn().Delete(p+"-holder", -1)
+				goHolds.Add(1)
 				if err := l.Unlock(ctx); err != nil {
 					errs <- err
 					return
@@ -107,6 +120,10 @@ func TestKazooInterop(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
+	if t.Failed() {
+		return
+	}
+	checkFenceLedger(t, setup, p+"-fence", map[string]int{"go": int(goHolds.Load()), "kazoo": pyProcs * pyRounds})
 	if c := children(t, setup, p); len(c) != 0 {
 		t.Errorf("nodes left: %v", c)
 	}
