@@ -18,6 +18,8 @@ bench_setup lockmem
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 port=${LOCKMEM_PORT:-21832}
 rss() { awk '/^VmRSS:/ {print int($2 / 1024)}' "/proc/$1/status"; }
+# cpu prints a process's user+system CPU time in clock ticks.
+cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 # deleted_watches prints the count and sum of mntr's node_deleted_watch_count.
 deleted_watches() {
 	exec 3<>"/dev/tcp/127.0.0.1/$port" || return 0
@@ -35,10 +37,14 @@ measure() { # measure NAME PID
 		done
 	) &
 	sampler=$!
-	local before w0 w1
+	local before w0 w1 c0 c1 TIMEFORMAT
 	before=$(rss "$2")
 	w0=$(deleted_watches)
-	"$tmp/zkbench" -addr "127.0.0.1:$port" -workload lock -clients "$n" -ops "$n" -duration 0 -session-timeout 120s | tail -n 4
+	c0=$(cpu "$2")
+	TIMEFORMAT="$1: the contenders (zkbench) took %R s, %U s user and %S s system CPU"
+	time "$tmp/zkbench" -addr "127.0.0.1:$port" -workload lock -clients "$n" -ops "$n" -duration 0 -session-timeout 120s | tail -n 4
+	c1=$(cpu "$2")
+	echo "$1: the server took $(((c1 - c0) / $(getconf CLK_TCK))) s CPU"
 	w1=$(deleted_watches)
 	set -- "$1" "$2" $w0 $w1
 	echo "$1: mntr node_deleted_watch_count: $(($5 - $3)) deletes notified $(($6 - $4)) connections"
