@@ -81,10 +81,19 @@
 //	                             across languages                                                    TestKazooRWInterop
 //	killed holder, either side   succeeded within the  -                      -                      TestCuratorKilledHolderSucceeded,
 //	                             session timeout                                                     TestElectionInterop
+//	reader queued before a       reads first, then     reads first, then      2.8 waits for the      TestKazooReadLockBehind-
+//	writer, behind a held write  the writer            the writer             later writer, which    ALaterWriter
+//	lock                                                                      waits for it (kazoo
+//	                                                                          #649, fixed in 2.9)
 //	election on a path shared    queue order across    LeaderLatch,           Election: same         TestElectionInterop
 //	with the library             languages; every      LeaderSelector: same   leader named by
 //	                             side's observer       leader named by        contenders()
 //	                             names the same leader getLeader
+//
+// kazoo 2.8's ReadLock (Debian's kazoo) must therefore not share a path with writers, of either
+// language, that may queue behind a waiting reader. This package's Kazoo-mode readers follow
+// ZooKeeper's shared-lock recipe, as kazoo 2.9 does; TestKazooRWInterop runs kazoo WriteLock
+// writers beside them.
 //
 // This package's tests run against zkd standalone (make test), a 3-server zkd cluster (make
 // test-recipes-cluster) and Apache ZooKeeper 3.8 (make test-zookeeper); the wrap tests seed a zkd

@@ -1,6 +1,7 @@
 package recipes
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -126,6 +127,137 @@ func TestKazooInterop(t *testing.T) {
 	checkFenceLedger(t, setup, p+"-fence", map[string]int{"go": int(goHolds.Load()), "kazoo": pyProcs * pyRounds})
 	if c := children(t, setup, p); len(c) != 0 {
 		t.Errorf("nodes left: %v", c)
+	}
+}
+
+// kazooReader takes a kazoo ReadLock once, giving up after argv[3] seconds: it prints READY, then
+// ACQUIRED or TIMEOUT.
+const kazooReader = `
+import sys
+from kazoo.client import KazooClient
+from kazoo.exceptions import LockTimeout
+zk = KazooClient(hosts=sys.argv[1])
+zk.start(timeout=20)
+lock = zk.ReadLock(sys.argv[2], "kazoo-reader")
+print("READY", flush=True)
+try:
+    got = lock.acquire(timeout=float(sys.argv[3]))
+except LockTimeout:
+    got = False
+print("ACQUIRED" if got else "TIMEOUT", flush=True)
+if got:
+    lock.release()
+zk.stop()
+`
+
+// A reader queued behind a held write lock, with a second writer queued behind the reader: once
+// the first writer releases, ZooKeeper's shared-lock recipe gives the reader the lock (only
+// writers before it block it), then the second writer. A Go reader in Kazoo mode does so, as
+// kazoo's ReadLock does from 2.9 on. kazoo 2.8's ReadLock (Debian's) waits for the last writer on
+// the path, even one queued after it (kazoo#649, fixed in 2.9.0), so it and the second writer
+// wait for each other until the reader gives up; the Go writer then gets the lock.
+func TestKazooReadLockBehindALaterWriter(t *testing.T) {
+	py := pyclient.KazooPython(t)
+	out, err := exec.Command(py, "-c", "import kazoo.version as v; print(v.__version__)").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	version := strings.TrimSpace(string(out))
+	var major, minor int
+	if _, err := fmt.Sscanf(version, "%d.%d", &major, &minor); err != nil {
+		t.Fatalf("kazoo version %q: %v", version, err)
+	}
+	fixed := major > 2 || major == 2 && minor >= 9
+	script := filepath.Join(t.TempDir(), "reader.py")
+	if err := os.WriteFile(script, []byte(kazooReader), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, reader := range []string{"go", "kazoo"} {
+		t.Run(reader, func(t *testing.T) {
+			p := testPath(t)
+			ctx := testCtx(t, 60*time.Second)
+			obs := newTestSession(t, nil)
+			queued := func(n int) {
+				t.Helper()
+				for len(children(t, obs, p)) != n {
+					if ctx.Err() != nil {
+						t.Fatalf("%d contenders never queued", n)
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+			}
+			w1, err := NewRWMutex(newTestSession(t, nil), p, WithProtocol(Kazoo)).Lock(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			read := make(chan string, 1)
+			if reader == "go" {
+				r := NewRWMutex(newTestSession(t, nil), p, WithProtocol(Kazoo))
+				go func() {
+					rctx, cancel := context.WithTimeout(ctx, 6*time.Second)
+					defer cancel()
+					l, err := r.RLock(rctx)
+					if err != nil {
+						read <- "TIMEOUT"
+						return
+					}
+					read <- "ACQUIRED"
+					_ = l.Unlock(ctx)
+				}()
+			} else {
+				cmd := exec.CommandContext(ctx, py, script, strings.Join(testServer(t), ","), p, "6")
+				stdout, err := cmd.StdoutPipe()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+				go func() {
+					sc := bufio.NewScanner(stdout)
+					for sc.Scan() {
+						if l := sc.Text(); l == "ACQUIRED" || l == "TIMEOUT" {
+							read <- l
+						}
+					}
+				}()
+			}
+			queued(2)
+			w2 := make(chan error, 1)
+			go func() {
+				l, err := NewRWMutex(newTestSession(t, nil), p, WithProtocol(Kazoo)).Lock(ctx)
+				if err == nil {
+					err = l.Unlock(ctx)
+				}
+				w2 <- err
+			}()
+			queued(3)
+			if err := w1.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			var got string
+			select {
+			case got = <-read:
+			case <-ctx.Done():
+				t.Fatal("the reader never answered")
+			}
+			want := "ACQUIRED"
+			if reader == "kazoo" && !fixed {
+				want = "TIMEOUT"
+			}
+			if got != want {
+				t.Errorf("%s reader (kazoo %s): %s; want %s", reader, version, got, want)
+			}
+			select {
+			case err := <-w2:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-ctx.Done():
+				t.Fatal("the second writer never got the lock")
+			}
+		})
 	}
 }
 
