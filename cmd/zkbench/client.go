@@ -81,6 +81,8 @@ type pendingCall struct {
 	xid  int32
 	op   jute.Op
 	done func(reply)
+	// body, when set, decodes a successful reply's body in place of the op's response record.
+	body jute.Record
 }
 
 // client is one ZooKeeper session over one TCP connection, speaking the wire protocol directly
@@ -206,6 +208,11 @@ func waitServing(ctx context.Context, addr string, timeout time.Duration) error 
 // send queues a request and arranges for done to be called with its reply. done runs on the
 // reader goroutine, or on the caller's goroutine when the connection has already failed.
 func (c *client) send(op jute.Op, req jute.Record, done func(reply)) {
+	c.sendInto(op, req, nil, done)
+}
+
+// sendInto is send with body, when not nil, decoding a successful reply's body (see lockView).
+func (c *client) sendInto(op jute.Op, req, body jute.Record, done func(reply)) {
 	c.mu.Lock()
 	if err := c.mu.err; err != nil {
 		c.mu.Unlock()
@@ -218,7 +225,7 @@ func (c *client) send(op jute.Op, req jute.Record, done func(reply)) {
 	}
 	xid := c.mu.xid
 	c.mu.out = jute.AppendRequest(c.mu.out, jute.RequestHeader{Xid: xid, Type: op}, req)
-	c.mu.pending = append(c.mu.pending, pendingCall{xid: xid, op: op, done: done})
+	c.mu.pending = append(c.mu.pending, pendingCall{xid: xid, op: op, done: done, body: body})
 	c.mu.Unlock()
 	select {
 	case c.wake <- struct{}{}:
@@ -230,6 +237,13 @@ func (c *client) send(op jute.Op, req jute.Record, done func(reply)) {
 func (c *client) call(op jute.Op, req jute.Record) reply {
 	ch := make(chan reply, 1)
 	c.send(op, req, func(r reply) { ch <- r })
+	return <-ch
+}
+
+// callInto is call with body decoding a successful reply's body.
+func (c *client) callInto(op jute.Op, req, body jute.Record) reply {
+	ch := make(chan reply, 1)
+	c.sendInto(op, req, body, func(r reply) { ch <- r })
 	return <-ch
 }
 
@@ -317,6 +331,10 @@ func (c *client) readLoop(fr *jute.FrameReader) {
 			p.done(reply{err: errProtocol})
 			c.fail(fmt.Errorf("zkbench: reply xid %d, want %d: %w", hdr.Xid, p.xid, errProtocol))
 			return
+		}
+		if p.body != nil {
+			p.done(decodeInto(frame, p.body))
+			continue
 		}
 		h, body, err := jute.DecodeReply(frame, p.op, maxReply)
 		p.done(reply{hdr: h, body: body, err: err})
@@ -421,3 +439,22 @@ func (c *client) close() error {
 
 // openACL is world:anyone with all permissions (ZooDefs.Ids.OPEN_ACL_UNSAFE).
 var openACL = []jute.ACL{{Perms: 31, ID: jute.Id{Scheme: "world", ID: "anyone"}}}
+
+// decodeInto decodes a reply frame whose successful body goes into body, which may keep no
+// reference to the frame (the reader reuses it).
+func decodeInto(frame []byte, body jute.Record) reply {
+	d := jute.NewAliasDecoder(frame, maxReply)
+	var h jute.ReplyHeader
+	h.Decode(d)
+	if err := d.Err(); err != nil {
+		return reply{hdr: h, err: fmt.Errorf("jute: reply header: %w", err)}
+	}
+	if h.Err != jute.CodeOK {
+		return reply{hdr: h}
+	}
+	body.Decode(d)
+	if err := d.Finish(); err != nil {
+		return reply{hdr: h, err: err}
+	}
+	return reply{hdr: h, body: body}
+}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -151,19 +150,17 @@ func opLock(e *env, i int, seq int64) error {
 	}
 	mine := resp.Path[len(e.base)+1:]
 	for {
-		kids, err := children(c, e.base)
-		if err != nil {
-			return err
+		v := &lockView{mine: mine}
+		if err := c.callInto(jute.OpGetChildren, &jute.GetChildrenRequest{Path: e.base}, v).result(); err != nil {
+			return fmt.Errorf("zkbench: getChildren %s: %w", e.base, err)
 		}
-		slices.Sort(kids) // one prefix, zero-padded sequence numbers: text order is sequence order
-		idx := slices.Index(kids, mine)
-		if idx < 0 {
+		if !v.found {
 			return fmt.Errorf("zkbench: lock node %s vanished: %w", mine, errProtocol)
 		}
-		if idx == 0 {
+		if v.pred == "" {
 			break
 		}
-		pred := e.base + "/" + kids[idx-1]
+		pred := e.base + "/" + v.pred
 		gone := c.waitFor(pred)
 		r := c.call(jute.OpExists, &jute.ExistsRequest{Path: pred, Watch: true})
 		if err := r.result(); err != nil {
@@ -181,6 +178,36 @@ func opLock(e *env, i int, seq int64) error {
 		}
 	}
 	return c.call(jute.OpDelete, &jute.DeleteRequest{Path: resp.Path, Version: -1}).result()
+}
+
+// lockView is what a lock contender reads of the lock directory's getChildren reply: whether its
+// own node is there, and the child just before it. The names share one prefix and zero-padded
+// sequence numbers, so text order is sequence order, and the predecessor is the greatest name
+// below mine. It scans the reply instead of decoding every name, so that with thousands of
+// contenders reading a directory of thousands the load generator leaves the machine's cores to
+// the server.
+type lockView struct {
+	mine  string
+	found bool
+	pred  string
+}
+
+// Encode is never called: a lockView is only decoded.
+func (v *lockView) Encode(*jute.Encoder) {}
+
+// Decode scans a getChildren response.
+func (v *lockView) Decode(d *jute.Decoder) {
+	var pred []byte
+	for range max(d.VectorLen(4), 0) {
+		name := d.Buffer() // aliases the frame: compared, never kept
+		switch {
+		case string(name) == v.mine:
+			v.found = true
+		case string(name) < v.mine && string(name) > string(pred):
+			pred = name
+		}
+	}
+	v.pred = string(pred)
 }
 
 // watchRoundWait bounds how long a fan-out round waits for its notifications.
