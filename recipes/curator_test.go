@@ -167,37 +167,7 @@ func curatorProcess(t *testing.T, ctx context.Context, mode, p string) (*exec.Cm
 	java, cp := curatorJava(t)
 	cmd := exec.CommandContext(ctx, java, "-Xmx96m", "-cp", cp, filepath.Join("testdata", "CuratorContend.java"),
 		strings.Join(testServer(t), ","), p, mode, strconv.Itoa(int(testTimeout/time.Millisecond)))
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	lines := make(chan string, 64)
-	go func() {
-		defer close(lines)
-		buf := make([]byte, 4096)
-		var rest string
-		for {
-			n, err := out.Read(buf)
-			rest += string(buf[:n])
-			for {
-				line, more, ok := strings.Cut(rest, "\n")
-				if !ok {
-					break
-				}
-				lines <- strings.TrimSpace(line)
-				rest = more
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
-	return cmd, lines
+	return cmd, startLines(t, cmd, true)
 }
 
 // waitLine waits for the process to print want and fails the test with what it printed instead.

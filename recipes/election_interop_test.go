@@ -1,7 +1,6 @@
 package recipes
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -279,20 +278,11 @@ func startStepProcess(t *testing.T, ctx context.Context, name string, args ...st
 	if sp.in, err = sp.cmd.StdinPipe(); err != nil {
 		t.Fatal(err)
 	}
-	stdout, err := sp.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
 	sp.cmd.Stderr = &sp.out
-	if err := sp.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sp.cmd.Process.Kill(); _ = sp.cmd.Wait() })
+	out := startLines(t, sp.cmd, false)
 	go func() {
 		defer close(sp.lines)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			line := sc.Text()
+		for line := range out {
 			_, _ = sp.out.Write([]byte(line + "\n"))
 			if line == "LEADING" {
 				close(sp.leading)

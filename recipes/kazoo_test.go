@@ -1,7 +1,6 @@
 package recipes
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -205,19 +204,10 @@ func TestKazooReadLockBehindALaterWriter(t *testing.T) {
 					_ = l.Unlock(ctx)
 				}()
 			} else {
-				cmd := exec.CommandContext(ctx, py, script, strings.Join(testServer(t), ","), p, "6")
-				stdout, err := cmd.StdoutPipe()
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := cmd.Start(); err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+				lines := startLines(t, exec.CommandContext(ctx, py, script, strings.Join(testServer(t), ","), p, "6"), false)
 				go func() {
-					sc := bufio.NewScanner(stdout)
-					for sc.Scan() {
-						if l := sc.Text(); l == "ACQUIRED" || l == "TIMEOUT" {
+					for l := range lines {
+						if l == "ACQUIRED" || l == "TIMEOUT" {
 							read <- l
 						}
 					}

@@ -1,6 +1,7 @@
 package recipes
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -67,6 +68,33 @@ func contenderProcess(t *testing.T, ctx context.Context, name string, args ...st
 		return nil
 	}
 	return start, wait
+}
+
+// startLines starts cmd with its standard output piped (and its standard error too with
+// mergeErr; otherwise it goes where cmd.Stderr says), stops it when the test ends, and returns a
+// channel of the lines it prints, closed when its output ends.
+func startLines(t *testing.T, cmd *exec.Cmd, mergeErr bool) <-chan string {
+	t.Helper()
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mergeErr {
+		cmd.Stderr = cmd.Stdout
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	lines := make(chan string, 64)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- strings.TrimSpace(sc.Text())
+		}
+	}()
+	return lines
 }
 
 // lockedBuffer is a bytes.Buffer a process writes while the test reads it.

@@ -79,7 +79,8 @@ func RunContender() int {
 	for k := 0; ctx.Err() == nil; k++ {
 		name := fmt.Sprintf("p%d.%d.%d", cfg.Slot, os.Getpid(), k)
 		rec := &SessionRecord{Name: name, Kind: "lock"}
-		s := w.zkSessionWith(ctx, rec, log.With("session", name), &zkDialer{})
+		d := &zkDialer{}
+		s := w.zkSessionWith(ctx, rec, log.With("session", name), d)
 		if rec.ID != 0 {
 			marker := cmp.Or(rec.Marker, "-")
 			pl.say("SESSION %s %d %s", name, rec.ID, marker)
@@ -91,7 +92,7 @@ func RunContender() int {
 			continue
 		}
 		id := s.Conn().SessionID()
-		w.lockLoop(ctx, s, id, name, rng, &zkDialer{}, pl)
+		w.lockLoop(ctx, s, id, name, rng, d, pl) // LockPause is 0 here: the nemesis stops the process
 		end := "closed"
 		if s.Conn().SessionID() != id {
 			end = "expired"
