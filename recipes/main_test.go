@@ -404,8 +404,6 @@ func (c *faultConn) Read(b []byte) (int, error) {
 	}
 }
 
-// expireSession ends a session on the server the standard way: attach a second connection to it
-// with its id and password and close it there.
 // endedWithSession reports whether err is how a lease ends when its session is closed elsewhere
 // (expireSession): ErrSessionExpired, or on a target of several servers ErrLockLost too. There the
 // session may be closed through another member than the client's, which can deliver the deletion
@@ -414,6 +412,8 @@ func endedWithSession(t testing.TB, err error) bool {
 	return errors.Is(err, ErrSessionExpired) || (len(testServer(t)) > 1 && errors.Is(err, ErrLockLost))
 }
 
+// expireSession ends a session on the server the standard way: attach a second connection to it
+// with its id and password and close it there.
 func expireSession(t testing.TB, sid int64, passwd []byte) {
 	t.Helper()
 	var lastErr error

@@ -25,8 +25,9 @@ const lockBreakTimeout = 10 * time.Second
 // PATH is a contender node as the locks command lists it (ephemeral: owned by a session). Deleting
 // it hands the lock to the next contender while the holder's session lives on; the holder's lock
 // library sees its node deleted (recipes: Lease.Done, with Err wrapping ErrLockLost). Closing the
-// session deletes every ephemeral node it owns and closes its connection, as an expiry does (the
-// holder sees its session expired: recipes' ErrSessionExpired). The caller needs ALL permission on
+// session deletes every ephemeral node it owns and closes its connection, as an expiry does: the
+// holder sees its node deleted or its session expired, whichever reaches it first (recipes:
+// ErrLockLost or ErrSessionExpired). The caller needs ALL permission on
 // / (as for snapshot: its address, or "Authorization: digest user:password"); the delete is made
 // with the caller's identities, so the node's parent's ACL applies too. Every break is logged. It
 // reports whether it wrote the answer itself (refusals with an HTTP status).
