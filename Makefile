@@ -8,7 +8,7 @@ STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # wrote it so that a rebase stays a diff of zkd's own changes.
 LINTPKGS  ?= $(shell $(GO) list $(PKGS) | grep -v /internal/third_party/)
 
-.PHONY: all build test test-recipes-cluster test-forks test-outside test-consensus-long test-short test-zookeeper soak-clients run cluster bench bench-compare bench-locks bench-flood fuzz lint vet fmt-check staticcheck conformance compat client-matrix client-matrix-check clean
+.PHONY: all build test test-recipes-cluster test-forks test-outside test-consensus-long test-short test-zookeeper soak-clients run cluster bench bench-compare bench-locks bench-scale bench-flood fuzz lint vet fmt-check staticcheck conformance compat client-matrix client-matrix-check clean
 
 all: build
 
@@ -88,6 +88,13 @@ bench-compare:
 bench-locks:
 	$(GO) build -o $(or $(TMPDIR),/tmp)/zkd-bench-locks ./cmd/zkd
 	./scripts/bench/lockmem.sh $(or $(TMPDIR),/tmp)/zkd-bench-locks $(or $(LOCKS),10000)
+
+## bench-scale: zkd beside Apache ZooKeeper at scale: a ClickHouse-shaped tree of 10 M znodes (live heap,
+## RSS, restart after kill -9, zkd import of ZooKeeper's data directory), a node of 1 M children, 10 k
+## sessions holding 1 M watches; writes the scale section of docs/benchmarks.md (about half an hour;
+## scripts/bench/scale.sh for the knobs; make test-zookeeper runs a small form, cmd/zkbench's TestScale)
+bench-scale:
+	./scripts/bench/scale.sh
 
 ## bench-flood: zkd and Apache ZooKeeper under the flood (pipelining flooders, a client that never
 ## reads, a connect storm) beside well-behaved probes; FLOODFLAGS="-flooders 200 -duration 5s" for a quick look

@@ -181,7 +181,12 @@ func compareMain(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			err = errors.Join(err, werr)
 		}
 	}
-	if werr := os.WriteFile(o.Out, []byte(renderReport(cmp)), 0o644); werr != nil {
+	// The scale section ("zkbench scale") is another command's: keep it.
+	report := renderReport(cmp)
+	if kept := keptSection(o.Out); kept != "" {
+		report = strings.TrimRight(report, "\n") + "\n\n" + kept
+	}
+	if werr := os.WriteFile(o.Out, []byte(report), 0o644); werr != nil {
 		return errors.Join(err, werr)
 	}
 	_, _ = fmt.Fprintf(stdout, "wrote %s\n", o.Out)

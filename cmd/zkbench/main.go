@@ -11,6 +11,7 @@
 //	zkbench floor -dir /tmp/floor -port 21810                      the floor server (floor.go): a yardstick
 //	zkbench flood -addr ... -pid PID                               well-behaved clients beside a flood
 //	zkbench idle -addr ... -pid PID -sessions 5000                 server memory per idle session
+//	zkbench scale -zkd bin/zkd -out docs/benchmarks.md             10 M znodes, a wide node, sessions, watches
 //
 // Workloads: create, set, get, mixed (-read-ratio), multi (-multi-ops setData per multi), churn
 // (ephemeral-sequential create then delete), large (setData of 256 KiB values unless -size is at
@@ -67,6 +68,8 @@ func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return floodMain(ctx, args[1:], stdout, stderr)
 		case "idle":
 			return idleMain(ctx, args[1:], stdout, stderr)
+		case "scale":
+			return scaleMain(ctx, args[1:], stdout, stderr)
 		}
 	}
 	return benchMain(ctx, args, stdout, stderr)

@@ -43,6 +43,8 @@ type server struct {
 	ports []int       // client ports, by node
 	cmds  []*exec.Cmd // zkd: the running processes, by node
 	waits []chan error
+	// adminPort is zkd's admin server port, when the harness turned it on (zero: off).
+	adminPort int
 }
 
 // zkdConfig writes a zoo.cfg for zkd node i (of n) in the format ZooKeeper uses, which zkd reads.

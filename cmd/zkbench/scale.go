@@ -1,0 +1,636 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/zkd-io/zkd/internal/testkit/apachezk"
+	"github.com/zkd-io/zkd/jute"
+)
+
+// scaleOptions are the settings of "zkbench scale".
+type scaleOptions struct {
+	ZkdBin   string `json:"zkd_bin"`
+	ZkdArgs  string `json:"zkd_args"`
+	Work     string `json:"-"`
+	PortBase int    `json:"port_base"`
+	Servers  []string
+	// Znodes is the size of the ClickHouse-shaped tree (chTree).
+	Znodes int `json:"znodes"`
+	Conns  int `json:"conns"`
+	// Wide is the number of children of the wide node; WideLimit the largest reply the client
+	// reading them accepts (its jute.maxbuffer).
+	Wide      int `json:"wide"`
+	WideLimit int `json:"wide_limit"`
+	// Sessions idle sessions are opened; Watches watches are then spread over them, and
+	// FanoutRounds writes of one node all of them watch are timed.
+	Sessions     int `json:"sessions"`
+	Watches      int `json:"watches"`
+	FanoutRounds int `json:"fanout_rounds"`
+	ZKHeapMB     int `json:"zookeeper_heap_mb"`
+	Command      string
+}
+
+// scaleRecord is what one server measured in "zkbench scale".
+type scaleRecord struct {
+	Server string `json:"server"`
+	// The tree.
+	Znodes    int     `json:"znodes"`
+	RawBytes  float64 `json:"raw_bytes_per_znode"` // path plus data, on average
+	PopulateS float64 `json:"populate_s"`
+	RSSMB     float64 `json:"rss_mb"`
+	HeapMB    float64 `json:"heap_mb"` // live heap after a full collection
+	// The wide node.
+	Wide            int     `json:"wide"`
+	WideCreateS     float64 `json:"wide_create_s"`
+	AllChildrenMS   float64 `json:"all_children_ms"` // getAllChildrenNumber, median of 5
+	WideReplyMB     float64 `json:"wide_reply_mb"`   // the getChildren reply, read in full
+	WideReadMS      float64 `json:"wide_read_ms"`
+	WideLimited     string  `json:"wide_limited"` // what a client with WideLimit saw
+	WideSessionKept bool    `json:"wide_session_kept"`
+	// Sessions and watches.
+	Sessions       int     `json:"sessions"`
+	SessionKiB     float64 `json:"session_heap_kib"` // live heap per idle session
+	SessionRSSKiB  float64 `json:"session_rss_kib"`
+	HandshakeCPUus float64 `json:"handshake_cpu_us"` // server CPU per session opened
+	Watches        int     `json:"watches"`
+	WatchBytes     float64 `json:"watch_heap_bytes"` // live heap per watch
+	FanoutP50      float64 `json:"fanout_p50_ms"`
+	FanoutP99      float64 `json:"fanout_p99_ms"`
+	FanoutMissed   int64   `json:"fanout_missed"`
+	SessionsLost   int     `json:"sessions_lost"`
+	// Restart and import.
+	RestartMS     float64 `json:"restart_ms"`
+	RSSAfterMB    float64 `json:"rss_after_restart_mb"`
+	ImportS       float64 `json:"import_s,omitempty"` // zkd import of ZooKeeper's data directory
+	ImportServeMS float64 `json:"import_serve_ms,omitempty"`
+	Err           string  `json:"error,omitempty"`
+}
+
+// scaleReport is everything "zkbench scale" measured.
+type scaleReport struct {
+	Options  scaleOptions  `json:"options"`
+	Started  time.Time     `json:"started"`
+	Finished time.Time     `json:"finished"`
+	Records  []scaleRecord `json:"records"`
+}
+
+func scaleMain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("zkbench scale", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o scaleOptions
+	fs.StringVar(&o.ZkdBin, "zkd", "", "zkd binary (required unless -servers zookeeper)")
+	fs.StringVar(&o.ZkdArgs, "zkd-args", "-config {cfg}", "zkd arguments; {cfg} {port} {data} {dir} are replaced")
+	fs.StringVar(&o.Work, "work", "", "directory for servers' files (default: a new temporary directory, removed after)")
+	fs.IntVar(&o.PortBase, "port-base", 24600, "first of 20 loopback ports to use")
+	servers := fs.String("servers", "zookeeper,zkd", "servers to measure, in order")
+	fs.IntVar(&o.Znodes, "znodes", 10_000_000, "znodes in the ClickHouse-shaped tree")
+	fs.IntVar(&o.Conns, "conns", 8, "connections the tree is created over")
+	fs.IntVar(&o.Wide, "wide", 1_000_000, "children of the wide node (0: skip)")
+	fs.IntVar(&o.WideLimit, "wide-limit", 4<<20, "largest reply the client reading the wide node accepts (the Java client's jute.maxbuffer)")
+	fs.IntVar(&o.Sessions, "sessions", 10_000, "idle sessions, one connection each (0: skip sessions and watches)")
+	fs.IntVar(&o.Watches, "watches", 1_000_000, "watches spread over the sessions: a third each data, persistent, persistent recursive")
+	fs.IntVar(&o.FanoutRounds, "fanout-rounds", 10, "writes of a node every session watches")
+	fs.IntVar(&o.ZKHeapMB, "zookeeper-heap-mb", 14336, "ZooKeeper's -Xmx in MiB")
+	out := fs.String("out", "", "markdown file whose scale section to write (docs/benchmarks.md); empty: print it")
+	raw := fs.String("raw", "", "also write every measurement as JSON here")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	o.Servers = splitAddrs(*servers)
+	o.Command = "zkbench scale " + strings.Join(args, " ")
+	if label := os.Getenv("ZKBENCH_COMMAND"); label != "" {
+		o.Command = label
+	}
+	if o.Work == "" {
+		w, err := os.MkdirTemp("", "zkbench-scale-")
+		if err != nil {
+			return err
+		}
+		defer func() { _ = os.RemoveAll(w) }()
+		o.Work = w
+	}
+	rep, err := scale(ctx, o, stderr)
+	if *raw != "" {
+		b, _ := json.MarshalIndent(rep, "", "  ")
+		if werr := os.WriteFile(*raw, b, 0o644); werr != nil {
+			err = errors.Join(err, werr)
+		}
+	}
+	section := renderScale(rep)
+	if *out == "" {
+		_, _ = io.WriteString(stdout, section)
+		return err
+	}
+	if werr := spliceSection(*out, section); werr != nil {
+		return errors.Join(err, werr)
+	}
+	_, _ = fmt.Fprintf(stdout, "wrote the scale section of %s\n", *out)
+	return err
+}
+
+// scale measures each server in turn, then zkd importing ZooKeeper's data directory.
+func scale(ctx context.Context, o scaleOptions, log io.Writer) (*scaleReport, error) {
+	rep := &scaleReport{Options: o, Started: time.Now().UTC()}
+	logf := func(format string, a ...any) {
+		_, _ = fmt.Fprintf(log, "scale %s: "+format+"\n", append([]any{time.Now().Format("15:04:05")}, a...)...)
+	}
+	var errs []error
+	var zkDir, lastLeaf string
+	for i, kind := range o.Servers {
+		rec := scaleRecord{Server: kind}
+		dir := filepath.Join(o.Work, kind)
+		last, err := scaleServer(ctx, o, kind, dir, o.PortBase+i*5, &rec, logf)
+		if err != nil {
+			rec.Err = err.Error()
+			errs = append(errs, fmt.Errorf("zkbench: scale %s: %w", kind, err))
+		} else if kind == strings.ToLower(kindZooKeeper) {
+			zkDir, lastLeaf = dir, last
+		}
+		rep.Records = append(rep.Records, rec)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	if zkDir != "" && o.ZkdBin != "" && ctx.Err() == nil {
+		for i := range rep.Records {
+			if rep.Records[i].Server != kindZkd {
+				continue
+			}
+			if err := scaleImport(ctx, o, zkDir, lastLeaf, o.PortBase+15, &rep.Records[i], logf); err != nil {
+				rep.Records[i].Err = strings.TrimPrefix(rep.Records[i].Err+"; ", "; ") + "import: " + err.Error()
+				errs = append(errs, fmt.Errorf("zkbench: scale import: %w", err))
+			}
+		}
+	}
+	rep.Finished = time.Now().UTC()
+	return rep, errors.Join(errs...)
+}
+
+// scaleServer runs every measurement on one server, started afresh under dir, and returns the
+// path of the tree's last znode. ZooKeeper is left stopped with its files in place, for the
+// import.
+func scaleServer(ctx context.Context, o scaleOptions, kind, dir string, port int, rec *scaleRecord, logf func(string, ...any)) (string, error) {
+	s, err := startScaleServer(ctx, o, kind, dir, port)
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = s.stop() }()
+	rec.Server = s.kind
+	pid, _ := s.pid(0)
+	logf("%s pid %d on %s: creating %d ClickHouse-shaped znodes", s.kind, pid, s.addrs[0], o.Znodes)
+	tree := chTree{n: o.Znodes}
+	start := time.Now()
+	if err := tree.populate(ctx, s.addrs[0], o.Conns); err != nil {
+		return "", err
+	}
+	rec.Znodes, rec.RawBytes = o.Znodes, tree.rawBytes()
+	rec.PopulateS = time.Since(start).Seconds()
+	logf("%s: populated in %.1f s; measuring memory", s.kind, rec.PopulateS)
+	if rec.HeapMB, err = s.liveHeapMB(ctx); err != nil {
+		return "", err
+	}
+	if rec.RSSMB, err = rssMB(pid); err != nil {
+		return "", err
+	}
+	logf("%s: heap %.0f MB, RSS %.0f MB (%.0f B per znode live, %.0f B raw)", s.kind, rec.HeapMB, rec.RSSMB,
+		rec.HeapMB*(1<<20)/float64(rec.Znodes), rec.RawBytes)
+	if o.Wide > 0 {
+		if err := scaleWide(ctx, o, s, rec, logf); err != nil {
+			return "", fmt.Errorf("wide node: %w", err)
+		}
+	}
+	if o.Sessions > 0 {
+		if err := scaleSessions(ctx, o, s, tree, rec, logf); err != nil {
+			return "", fmt.Errorf("sessions: %w", err)
+		}
+	}
+	last := tree.leaf(o.Znodes - 1)
+	logf("%s: kill -9 and restart", s.kind)
+	if err := s.kill9(); err != nil {
+		return "", err
+	}
+	launched, err := s.restart(ctx)
+	if err != nil {
+		return "", err
+	}
+	ready, err := waitForNode(ctx, s.addrs[0], last, 30*time.Minute)
+	if err != nil {
+		return "", err
+	}
+	rec.RestartMS = float64(ready.Sub(launched).Microseconds()) / 1000
+	if pid, err := s.pid(0); err == nil {
+		rec.RSSAfterMB, _ = rssMB(pid)
+	}
+	logf("%s: serving %.0f ms after the restart", s.kind, rec.RestartMS)
+	return last, nil
+}
+
+// startScaleServer starts a standalone ZooKeeper with o.ZKHeapMB of heap, or a zkd with its admin
+// server on port+1 (pprof on, for a full collection before the heap is read).
+func startScaleServer(ctx context.Context, o scaleOptions, kind, dir string, port int) (*server, error) {
+	switch kind {
+	case "zookeeper":
+		p, err := apachezk.Launch(apachezk.ServerConfig{Dir: dir, ClientAddr: fmt.Sprintf("127.0.0.1:%d", port), HeapMB: o.ZKHeapMB})
+		if err != nil {
+			return nil, fmt.Errorf("zkbench: %w", err)
+		}
+		s := &server{kind: kindZooKeeper, dir: dir, zk: []*apachezk.Process{p}, nodes: []string{p.Dir()},
+			ports: []int{port}, addrs: []string{p.ClientAddr()}}
+		if err := s.waitZooKeeper(ctx); err != nil {
+			_ = s.stop()
+			return nil, err
+		}
+		return s, s.waitReady(ctx, 120*time.Second)
+	case "zkd":
+		if o.ZkdBin == "" {
+			return nil, errors.New("zkbench: no zkd binary (-zkd)")
+		}
+		extra := fmt.Sprintf("admin.enableServer=true\nadmin.serverAddress=127.0.0.1\nadmin.serverPort=%d\nadmin.enablePprof=true\n", port+1)
+		if _, err := zkdConfig(dir, port, 0, 1, port, extra); err != nil {
+			return nil, err
+		}
+		s := &server{kind: kindZkd, dir: dir, bin: o.ZkdBin, args: o.ZkdArgs, nodes: []string{dir},
+			ports: []int{port}, addrs: []string{fmt.Sprintf("127.0.0.1:%d", port)}, adminPort: port + 1}
+		return s, s.launchAll(ctx)
+	}
+	return nil, fmt.Errorf("zkbench: unknown server %q (zookeeper or zkd)", kind)
+}
+
+// gcLine matches one collection of the Go runtime's GC trace.
+var gcLine = regexp.MustCompile(`gc \d+ @`)
+
+// liveHeapMB returns the server's live heap after a full collection: ZooKeeper's Java heap in use
+// after jcmd GC.run; for zkd, a collection is forced through pprof (heap?gc=1) and the live heap
+// is read from the GC trace line it printed.
+func (s *server) liveHeapMB(ctx context.Context) (float64, error) {
+	if s.kind == kindZooKeeper {
+		return s.heapMB(ctx)
+	}
+	if s.adminPort == 0 {
+		return 0, errors.New("zkbench: zkd started without its admin server")
+	}
+	logPath := filepath.Join(s.nodes[0], "zkd.log")
+	count := func() int {
+		b, _ := os.ReadFile(logPath)
+		return len(gcLine.FindAllIndex(b, -1))
+	}
+	before := count()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/heap?gc=1", s.adminPort), nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("zkbench: force a collection: %w", err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("zkbench: force a collection: %s", resp.Status)
+	}
+	// The trace line is written as the collection ends, before the profile is served; allow
+	// for the log file's buffering all the same.
+	deadline := time.Now().Add(5 * time.Second)
+	for count() <= before && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	return s.heapMB(ctx)
+}
+
+// scaleWide creates the wide node's children, then reads them three ways: the count
+// (getAllChildrenNumber), the whole list by a client that accepts any size, and the list by a
+// go-zookeeper client limited to o.WideLimit, which must fail that call and keep its session.
+func scaleWide(ctx context.Context, o scaleOptions, s *server, rec *scaleRecord, logf func(string, ...any)) error {
+	const wide = "/wide"
+	c, err := dialClient(s.addrs[0], 30*time.Second, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = c.close() }()
+	if err := create(c, wide, nil, jute.ModePersistent); err != nil {
+		return err
+	}
+	logf("%s: creating %d children of %s", s.kind, o.Wide, wide)
+	start := time.Now()
+	const chunk = 10000
+	for i := 0; i < o.Wide; i += chunk {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		paths := make([]string, 0, chunk)
+		for j := i; j < min(i+chunk, o.Wide); j++ {
+			paths = append(paths, fmt.Sprintf("%s/c-%07d", wide, j))
+		}
+		if err := createMany(c, paths, nil); err != nil {
+			return err
+		}
+	}
+	rec.Wide = o.Wide
+	rec.WideCreateS = time.Since(start).Seconds()
+	var took []float64
+	for range 5 {
+		t0 := time.Now()
+		r := c.call(jute.OpGetAllChildrenNumber, &jute.GetAllChildrenNumberRequest{Path: wide})
+		took = append(took, msSince(t0))
+		if err := r.result(); err != nil {
+			return fmt.Errorf("getAllChildrenNumber: %w", err)
+		}
+		if got := r.body.(*jute.GetAllChildrenNumberResponse).TotalNumber; int(got) != o.Wide {
+			return fmt.Errorf("getAllChildrenNumber %s = %d, want %d", wide, got, o.Wide)
+		}
+	}
+	rec.AllChildrenMS = median(took)
+	t0 := time.Now()
+	var size atomic.Int64
+	r := c.callInto(jute.OpGetChildren, &jute.GetChildrenRequest{Path: wide}, &countingChildren{size: &size})
+	rec.WideReadMS = msSince(t0)
+	if err := r.result(); err != nil {
+		rec.WideLimited = "the full read failed: " + err.Error()
+		return nil
+	}
+	rec.WideReplyMB = float64(size.Load()) / (1 << 20)
+
+	// A client whose jute.maxbuffer the reply exceeds, as most are at 1 M children.
+	conn, events, err := zk.Connect(s.addrs, 30*time.Second, zk.WithMaxBufferSize(o.WideLimit),
+		zk.WithLogInfo(false), zk.WithLogger(zkLogger(logf)))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if err := waitZKState(ctx, events, zk.StateHasSession); err != nil {
+		return err
+	}
+	id := conn.SessionID()
+	_, _, err = conn.Children(wide)
+	switch {
+	case err == nil:
+		rec.WideLimited = fmt.Sprintf("read in full (the reply fits in %d B)", o.WideLimit)
+	default:
+		rec.WideLimited = "error: " + err.Error()
+	}
+	if err := waitZKState(ctx, events, zk.StateHasSession); err == nil {
+		ok, _, eerr := conn.Exists(wide)
+		rec.WideSessionKept = eerr == nil && ok && conn.SessionID() == id
+	}
+	logf("%s: getAllChildrenNumber %.2f ms; getChildren %.1f MB in %.0f ms; limited client: %s, session kept %v",
+		s.kind, rec.AllChildrenMS, rec.WideReplyMB, rec.WideReadMS, rec.WideLimited, rec.WideSessionKept)
+	return nil
+}
+
+// zkLogger sends go-zookeeper's log lines to the harness's log.
+type zkLogger func(string, ...any)
+
+// Printf logs one line.
+func (l zkLogger) Printf(format string, a ...any) { l("go-zookeeper: "+format, a...) }
+
+// waitZKState waits up to a minute for a go-zookeeper connection to reach want.
+func waitZKState(ctx context.Context, events <-chan zk.Event, want zk.State) error {
+	timeout := time.After(time.Minute)
+	for {
+		select {
+		case ev := <-events:
+			if ev.State == want {
+				return nil
+			}
+			if ev.State == zk.StateExpired {
+				return zk.ErrSessionExpired
+			}
+		case <-timeout:
+			return fmt.Errorf("zkbench: no %v within a minute", want)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// countingChildren decodes a getChildren reply by counting its bytes, without keeping the names.
+type countingChildren struct{ size *atomic.Int64 }
+
+// Encode is never called: it is only decoded.
+func (v *countingChildren) Encode(*jute.Encoder) {}
+
+// Decode counts the reply's names and their bytes.
+func (v *countingChildren) Decode(d *jute.Decoder) {
+	var n int64 = 4
+	for range max(d.VectorLen(4), 0) {
+		n += int64(4 + len(d.Buffer()))
+	}
+	v.size.Store(n)
+}
+
+// scaleSessions opens o.Sessions idle sessions and measures their memory and the server CPU their
+// handshakes took; then times o.FanoutRounds writes of a node every session watches; then
+// spreads o.Watches watches over the sessions and measures their memory.
+func scaleSessions(ctx context.Context, o scaleOptions, s *server, tree chTree, rec *scaleRecord, logf func(string, ...any)) error {
+	pid, err := s.pid(0)
+	if err != nil {
+		return err
+	}
+	// What the wide node's reads and the restart of earlier steps left running (snapshots, log
+	// compaction) would otherwise be charged to the sessions.
+	settle(ctx, map[string]*server{s.kind: s})
+	heap0, err := s.liveHeapMB(ctx)
+	if err != nil {
+		return err
+	}
+	rss0, _ := rssMB(pid)
+	cpu0, _ := s.cpuSeconds()
+	const fanout = "/fanout"
+	var mu sync.Mutex
+	var round struct {
+		at    time.Time
+		h     *histogram
+		seen  int
+		total *histogram
+	}
+	round.total = newHistogram()
+	onWatch := func(ev jute.WatcherEvent) {
+		if ev.Path != fanout || ev.Type != jute.EventNodeDataChanged {
+			return
+		}
+		mu.Lock()
+		round.total.recordDuration(time.Since(round.at))
+		round.seen++
+		mu.Unlock()
+	}
+	logf("%s: opening %d sessions", s.kind, o.Sessions)
+	clients := make([]*client, 0, o.Sessions)
+	defer func() {
+		for _, c := range clients {
+			_ = c.close()
+		}
+	}()
+	for range o.Sessions {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		c, err := dialClient(s.addrs[0], 60*time.Second, onWatch)
+		if err != nil {
+			return fmt.Errorf("after %d sessions: %w", len(clients), err)
+		}
+		clients = append(clients, c)
+	}
+	cpu1, _ := s.cpuSeconds()
+	heap1, err := s.liveHeapMB(ctx)
+	if err != nil {
+		return err
+	}
+	rss1, _ := rssMB(pid)
+	rec.Sessions = len(clients)
+	rec.SessionKiB = (heap1 - heap0) * 1024 / float64(rec.Sessions)
+	rec.SessionRSSKiB = (rss1 - rss0) * 1024 / float64(rec.Sessions)
+	rec.HandshakeCPUus = (cpu1 - cpu0) * 1e6 / float64(rec.Sessions)
+	logf("%s: %d sessions: %.1f KiB heap, %.1f KiB RSS, %.0f µs of server CPU each", s.kind, rec.Sessions,
+		rec.SessionKiB, rec.SessionRSSKiB, rec.HandshakeCPUus)
+
+	// Fan-out: every session watches one node, which is then written.
+	if err := create(clients[0], fanout, []byte("0"), jute.ModePersistent); err != nil {
+		return err
+	}
+	arm := func() error {
+		return forEachClient(clients, func(c *client) error {
+			return c.call(jute.OpExists, &jute.ExistsRequest{Path: fanout, Watch: true}).result()
+		})
+	}
+	for r := range o.FanoutRounds {
+		if err := arm(); err != nil {
+			return fmt.Errorf("fan-out round %d: arm: %w", r, err)
+		}
+		mu.Lock()
+		round.at, round.seen = time.Now(), 0
+		mu.Unlock()
+		if err := clients[0].call(jute.OpSetData, &jute.SetDataRequest{Path: fanout, Data: []byte(strconv.Itoa(r)), Version: -1}).result(); err != nil {
+			return err
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			mu.Lock()
+			seen := round.seen
+			mu.Unlock()
+			if seen >= len(clients) || time.Now().After(deadline) {
+				rec.FanoutMissed += int64(len(clients) - seen)
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	mu.Lock()
+	rec.FanoutP50 = float64(round.total.quantile(0.50)) / 1e6
+	rec.FanoutP99 = float64(round.total.quantile(0.99)) / 1e6
+	mu.Unlock()
+	logf("%s: fan-out to %d sessions: p50 %.1f ms, p99 %.1f ms, %d missed", s.kind, len(clients), rec.FanoutP50, rec.FanoutP99, rec.FanoutMissed)
+
+	// Watches: session i watches its own slice of the tree's leaves, a third each data,
+	// persistent and persistent recursive.
+	if o.Watches > 0 {
+		per := max(o.Watches/len(clients), 1)
+		var next atomic.Int64
+		err := forEachClient(clients, func(c *client) error {
+			base := int(next.Add(1)-1) * per
+			for j := range per {
+				path := tree.leaf((base + j) % tree.n)
+				var r reply
+				switch j % 3 {
+				case 0:
+					r = c.call(jute.OpExists, &jute.ExistsRequest{Path: path, Watch: true})
+				case 1:
+					r = c.call(jute.OpAddWatch, &jute.AddWatchRequest{Path: path, Mode: jute.AddWatchPersistent})
+				default:
+					r = c.call(jute.OpAddWatch, &jute.AddWatchRequest{Path: path, Mode: jute.AddWatchPersistentRecursive})
+				}
+				if err := r.result(); err != nil {
+					return fmt.Errorf("watch %s: %w", path, err)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		rec.Watches = per * len(clients)
+		heap2, err := s.liveHeapMB(ctx)
+		if err != nil {
+			return err
+		}
+		rec.WatchBytes = (heap2 - heap1) * (1 << 20) / float64(rec.Watches)
+		logf("%s: %d watches: %.0f B of heap each", s.kind, rec.Watches, rec.WatchBytes)
+	}
+	for _, c := range clients {
+		if c.err() != nil {
+			rec.SessionsLost++
+		}
+	}
+	return nil
+}
+
+// forEachClient runs f once per client, 64 at a time, and returns the first error.
+func forEachClient(clients []*client, f func(*client) error) error {
+	sem := make(chan struct{}, 64)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
+	for _, c := range clients {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := f(c); err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return first
+}
+
+// scaleImport times `zkd import` of ZooKeeper's data directory (zkDir, left by scaleServer) into a
+// new zkd data directory, then a zkd started on it until last is readable.
+func scaleImport(ctx context.Context, o scaleOptions, zkDir, last string, port int, rec *scaleRecord, logf func(string, ...any)) error {
+	dir := filepath.Join(o.Work, "zkd-imported")
+	if _, err := zkdConfig(dir, port, 0, 1, port, ""); err != nil {
+		return err
+	}
+	logf("zkd import of ZooKeeper's data directory")
+	start := time.Now()
+	cmd := exec.CommandContext(ctx, o.ZkdBin, "import", "-from", filepath.Join(zkDir, "data"),
+		"-from-log", filepath.Join(zkDir, "txnlog"), "-data", filepath.Join(dir, "data"))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("%w: %s", err, out)
+	}
+	rec.ImportS = time.Since(start).Seconds()
+	s := &server{kind: kindZkd, dir: dir, bin: o.ZkdBin, args: o.ZkdArgs, nodes: []string{dir},
+		ports: []int{port}, addrs: []string{fmt.Sprintf("127.0.0.1:%d", port)}}
+	s.cmds, s.waits = make([]*exec.Cmd, 1), make([]chan error, 1)
+	launched := time.Now()
+	if err := s.launchZkd(0); err != nil {
+		return err
+	}
+	defer func() { _ = s.stop() }()
+	ready, err := waitForNode(ctx, s.addrs[0], last, 30*time.Minute)
+	if err != nil {
+		return err
+	}
+	rec.ImportServeMS = float64(ready.Sub(launched).Microseconds()) / 1000
+	logf("zkd: imported in %.1f s, serving the import %.0f ms after launch", rec.ImportS, rec.ImportServeMS)
+	return nil
+}
