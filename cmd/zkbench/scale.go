@@ -52,7 +52,6 @@ type scaleRecord struct {
 	Server string `json:"server"`
 	// The tree.
 	Znodes    int     `json:"znodes"`
-	RawBytes  float64 `json:"raw_bytes_per_znode"` // path plus data, on average
 	PopulateS float64 `json:"populate_s"`
 	RSSMB     float64 `json:"rss_mb"`
 	HeapMB    float64 `json:"heap_mb"` // live heap after a full collection
@@ -110,8 +109,20 @@ func scaleMain(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.IntVar(&o.ZKHeapMB, "zookeeper-heap-mb", 14336, "ZooKeeper's -Xmx in MiB")
 	out := fs.String("out", "", "markdown file whose scale section to write (docs/benchmarks.md); empty: print it")
 	raw := fs.String("raw", "", "also write every measurement as JSON here")
+	render := fs.String("render", "", "measure nothing: render the report of an earlier run's -raw JSON")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *render != "" {
+		b, err := os.ReadFile(*render)
+		if err != nil {
+			return err
+		}
+		var rep scaleReport
+		if err := json.Unmarshal(b, &rep); err != nil {
+			return fmt.Errorf("zkbench scale: %s: %w", *render, err)
+		}
+		return writeScale(&rep, *out, stdout)
 	}
 	o.Servers = splitAddrs(*servers)
 	o.Command = "zkbench scale " + strings.Join(args, " ")
@@ -133,16 +144,21 @@ func scaleMain(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			err = errors.Join(err, werr)
 		}
 	}
+	return errors.Join(err, writeScale(rep, *out, stdout))
+}
+
+// writeScale writes the report's section into the file out, or to stdout when out is empty.
+func writeScale(rep *scaleReport, out string, stdout io.Writer) error {
 	section := renderScale(rep)
-	if *out == "" {
-		_, _ = io.WriteString(stdout, section)
+	if out == "" {
+		_, err := io.WriteString(stdout, section)
 		return err
 	}
-	if werr := spliceSection(*out, section); werr != nil {
-		return errors.Join(err, werr)
+	if err := spliceSection(out, section); err != nil {
+		return err
 	}
-	_, _ = fmt.Fprintf(stdout, "wrote the scale section of %s\n", *out)
-	return err
+	_, _ = fmt.Fprintf(stdout, "wrote the scale section of %s\n", out)
+	return nil
 }
 
 // scale measures each server in turn, then zkd importing ZooKeeper's data directory.
@@ -200,9 +216,13 @@ func scaleServer(ctx context.Context, o scaleOptions, kind, dir string, port int
 	if err := tree.populate(ctx, s.addrs[0], o.Conns); err != nil {
 		return "", err
 	}
-	rec.Znodes, rec.RawBytes = o.Znodes, tree.rawBytes()
+	rec.Znodes = o.Znodes
 	rec.PopulateS = time.Since(start).Seconds()
 	logf("%s: populated in %.1f s; measuring memory", s.kind, rec.PopulateS)
+	// RSS is read once the server is idle and 2 s more have passed, as zkbench compare reads
+	// it: the zkd binary returns its free heap to the OS once idle after a burst.
+	settle(ctx, map[string]*server{s.kind: s})
+	time.Sleep(2 * time.Second)
 	if rec.HeapMB, err = s.liveHeapMB(ctx); err != nil {
 		return "", err
 	}
@@ -210,7 +230,7 @@ func scaleServer(ctx context.Context, o scaleOptions, kind, dir string, port int
 		return "", err
 	}
 	logf("%s: heap %.0f MB, RSS %.0f MB (%.0f B per znode live, %.0f B raw)", s.kind, rec.HeapMB, rec.RSSMB,
-		rec.HeapMB*(1<<20)/float64(rec.Znodes), rec.RawBytes)
+		rec.HeapMB*(1<<20)/float64(rec.Znodes), tree.rawBytes())
 	if o.Wide > 0 {
 		if err := scaleWide(ctx, o, s, rec, logf); err != nil {
 			return "", fmt.Errorf("wide node: %w", err)

@@ -111,7 +111,7 @@ func renderScale(rep *scaleReport) string {
 		p("| %s | %s | %s | | %s |\n", what, cell(zk, f), cell(zd, f), goal)
 	}
 	count("znodes in the tree", func(r *scaleRecord) float64 { return float64(r.Znodes) })
-	count("path + data per znode, B", func(r *scaleRecord) float64 { return r.RawBytes })
+	count("path + data per znode, B", func(r *scaleRecord) float64 { return chTree{n: r.Znodes}.rawBytes() })
 	row("populate, s", func(r *scaleRecord) float64 { return r.PopulateS }, 1, "")
 	row("live heap, MB", func(r *scaleRecord) float64 { return r.HeapMB }, 0, "zkd RSS ≤ ¼ of ZooKeeper's live heap")
 	row("live heap per znode, B", func(r *scaleRecord) float64 {
