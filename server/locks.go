@@ -240,10 +240,10 @@ func (w *watchManager) herds(threshold int) []Herd {
 	seen := map[string]bool{}
 	w.mu.Lock()
 	n := 0
-	for path, m := range w.mu.paths {
-		if len(m) >= threshold && !seen[path] {
+	for path, ws := range w.mu.paths {
+		if ws.len() >= threshold && !seen[path] {
 			h := Herd{Path: path}
-			for _, mode := range m {
+			for _, mode := range ws.all() {
 				if mode&(watchData|watchPersistent) != 0 {
 					h.DataWatchers++
 				}
