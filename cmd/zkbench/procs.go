@@ -45,6 +45,10 @@ type server struct {
 	waits []chan error
 	// adminPort is zkd's admin server port, when the harness turned it on (zero: off).
 	adminPort int
+	// cfgExtra holds zoo.cfg lines a zkd was started with, kept by relaunch; zkHeapMB is the
+	// -Xmx a ZooKeeper was started with (zero: apachezk's default), kept by relaunch.
+	cfgExtra string
+	zkHeapMB int
 }
 
 // zkdConfig writes a zoo.cfg for zkd node i (of n) in the format ZooKeeper uses, which zkd reads.
@@ -463,7 +467,7 @@ func (s *server) relaunch(ctx context.Context, extra map[string]string) error {
 		return err
 	}
 	if s.kind == kindZkd {
-		if _, err := zkdConfig(s.nodes[0], s.ports[0], 0, 1, s.ports[0], cfgLines(extra)); err != nil {
+		if _, err := zkdConfig(s.nodes[0], s.ports[0], 0, 1, s.ports[0], s.cfgExtra+cfgLines(extra)); err != nil {
 			return err
 		}
 		if err := s.launchZkd(0); err != nil {
@@ -471,7 +475,7 @@ func (s *server) relaunch(ctx context.Context, extra map[string]string) error {
 		}
 	} else {
 		cfg := zooKeeperConfigs(s.dir, s.ports[0], 1)[0]
-		cfg.Extra = extra
+		cfg.Extra, cfg.HeapMB = extra, s.zkHeapMB
 		p, err := apachezk.Launch(cfg)
 		if err != nil {
 			return fmt.Errorf("zkbench: relaunch ZooKeeper: %w", err)

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -44,6 +45,11 @@ type scaleOptions struct {
 	Watches      int `json:"watches"`
 	FanoutRounds int `json:"fanout_rounds"`
 	ZKHeapMB     int `json:"zookeeper_heap_mb"`
+	// Snapshot runs: open-loop setData at SnapRate for SnapDuration, with snapshots off and
+	// with snapCount=SnapCount (small enough that snapshots of the tree follow one another).
+	SnapRate     float64       `json:"snapshot_rate"`
+	SnapDuration time.Duration `json:"snapshot_duration"`
+	SnapCount    int           `json:"snapshot_count"`
 	Command      string
 }
 
@@ -74,6 +80,9 @@ type scaleRecord struct {
 	FanoutP99      float64 `json:"fanout_p99_ms"`
 	FanoutMissed   int64   `json:"fanout_missed"`
 	SessionsLost   int     `json:"sessions_lost"`
+	// Writes with snapshots off (steady state) and on.
+	SnapOff *snapFigures `json:"snapshots_off,omitempty"`
+	SnapOn  *snapFigures `json:"snapshots_on,omitempty"`
 	// Restart and import.
 	RestartMS     float64 `json:"restart_ms"`
 	RSSAfterMB    float64 `json:"rss_after_restart_mb"`
@@ -107,6 +116,9 @@ func scaleMain(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.IntVar(&o.Watches, "watches", 1_000_000, "watches spread over the sessions: a third each data, persistent, persistent recursive")
 	fs.IntVar(&o.FanoutRounds, "fanout-rounds", 10, "writes of a node every session watches")
 	fs.IntVar(&o.ZKHeapMB, "zookeeper-heap-mb", 14336, "ZooKeeper's -Xmx in MiB")
+	fs.Float64Var(&o.SnapRate, "snapshot-rate", 2000, "offered setData rate of the snapshot runs (0: skip them)")
+	fs.DurationVar(&o.SnapDuration, "snapshot-duration", time.Minute, "length of each snapshot run")
+	fs.IntVar(&o.SnapCount, "snapshot-count", 10000, "snapCount of the run with snapshots on")
 	out := fs.String("out", "", "markdown file whose scale section to write (docs/benchmarks.md); empty: print it")
 	raw := fs.String("raw", "", "also write every measurement as JSON here")
 	render := fs.String("render", "", "measure nothing: render the report of an earlier run's -raw JSON")
@@ -241,6 +253,11 @@ func scaleServer(ctx context.Context, o scaleOptions, kind, dir string, port int
 			return "", fmt.Errorf("sessions: %w", err)
 		}
 	}
+	if o.SnapRate > 0 {
+		if err := scaleSnapshots(ctx, o, s, rec, logf); err != nil {
+			return "", fmt.Errorf("snapshots: %w", err)
+		}
+	}
 	last := tree.leaf(o.Znodes - 1)
 	logf("%s: kill -9 and restart", s.kind)
 	if err := s.kill9(); err != nil {
@@ -272,7 +289,7 @@ func startScaleServer(ctx context.Context, o scaleOptions, kind, dir string, por
 			return nil, fmt.Errorf("zkbench: %w", err)
 		}
 		s := &server{kind: kindZooKeeper, dir: dir, zk: []*apachezk.Process{p}, nodes: []string{p.Dir()},
-			ports: []int{port}, addrs: []string{p.ClientAddr()}}
+			ports: []int{port}, addrs: []string{p.ClientAddr()}, zkHeapMB: o.ZKHeapMB}
 		if err := s.waitZooKeeper(ctx); err != nil {
 			_ = s.stop()
 			return nil, err
@@ -287,7 +304,7 @@ func startScaleServer(ctx context.Context, o scaleOptions, kind, dir string, por
 			return nil, err
 		}
 		s := &server{kind: kindZkd, dir: dir, bin: o.ZkdBin, args: o.ZkdArgs, nodes: []string{dir},
-			ports: []int{port}, addrs: []string{fmt.Sprintf("127.0.0.1:%d", port)}, adminPort: port + 1}
+			ports: []int{port}, addrs: []string{fmt.Sprintf("127.0.0.1:%d", port)}, adminPort: port + 1, cfgExtra: extra}
 		return s, s.launchAll(ctx)
 	}
 	return nil, fmt.Errorf("zkbench: unknown server %q (zookeeper or zkd)", kind)
@@ -652,5 +669,60 @@ func scaleImport(ctx context.Context, o scaleOptions, zkDir, last string, port i
 	}
 	rec.ImportServeMS = float64(ready.Sub(launched).Microseconds()) / 1000
 	logf("zkd: imported in %.1f s, serving the import %.0f ms after launch", rec.ImportS, rec.ImportServeMS)
+	return nil
+}
+
+// snapFigures are the latencies (ms) of one snapshot run, and the snapshots it saw.
+type snapFigures struct {
+	P50, P99, P999, Max float64
+	Errors              int64
+	Taken               int64   // snapshots completed during the run (mntr cnt_snapshottime)
+	Busy                float64 // share of the run spent writing them (sum_snapshottime)
+}
+
+// scaleSnapshots restarts s with snapshots off, then with snapCount=o.SnapCount, and in each
+// mode offers setData at o.SnapRate for o.SnapDuration (after 5 s unrecorded) on top of the
+// tree. With snapshots on, a new one is due every few seconds, so they follow one another and
+// the run's latencies are those of writes during a snapshot.
+func scaleSnapshots(ctx context.Context, o scaleOptions, s *server, rec *scaleRecord, logf func(string, ...any)) error {
+	for _, mode := range []string{snapOff, snapOn} {
+		logf("%s: restarting with snapshots %s; setData at %.0f/s for %v", s.kind, mode, o.SnapRate, o.SnapDuration)
+		if err := s.relaunch(ctx, snapshotConfig(mode, o.SnapCount)); err != nil {
+			return err
+		}
+		cfg := config{Workload: "set", Duration: o.SnapDuration, Clients: 32, Conns: 8, Size: chDataBytes, Keys: 1000,
+			Rate: o.SnapRate, Addrs: s.addrs}
+		warm := cfg
+		warm.Duration = 5 * time.Second
+		if _, err := run(ctx, warm, nil); err != nil {
+			return fmt.Errorf("warm-up: %w", err)
+		}
+		syscall.Sync()
+		before, err := mntr(s.addrs[0])
+		if err != nil {
+			return err
+		}
+		res, err := run(ctx, cfg, nil)
+		if err != nil {
+			return err
+		}
+		after, err := mntr(s.addrs[0])
+		if err != nil {
+			return err
+		}
+		f := &snapFigures{
+			P50: res.Latency.P50 / 1000, P99: res.Latency.P99 / 1000, P999: res.Latency.P999 / 1000, Max: res.Latency.Max / 1000,
+			Errors: res.Errors,
+			Taken:  after["zk_cnt_snapshottime"] - before["zk_cnt_snapshottime"],
+			Busy:   float64(after["zk_sum_snapshottime"]-before["zk_sum_snapshottime"]) / 1000 / res.Elapsed,
+		}
+		if mode == snapOff {
+			rec.SnapOff = f
+		} else {
+			rec.SnapOn = f
+		}
+		logf("%s: snapshots %s: p50 %.2f p99 %.2f p99.9 %.2f max %.1f ms, %d errors, %d snapshots, busy %.0f%%",
+			s.kind, mode, f.P50, f.P99, f.P999, f.Max, f.Errors, f.Taken, 100*f.Busy)
+	}
 	return nil
 }

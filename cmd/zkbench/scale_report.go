@@ -68,6 +68,7 @@ func renderScale(rep *scaleReport) string {
 	p("**Sessions:** %d idle sessions, one connection each; per session, the live heap and RSS they added and the server CPU their handshakes took. ", o.Sessions)
 	p("**Fan-out:** all of them watch one node, which is written %d times; latency from just before each write to each notification. ", o.FanoutRounds)
 	p("**Watches:** %d watches over those sessions, each on a leaf of its own, a third each data (exists), persistent and persistent recursive (addWatch); live heap added per watch. ", o.Watches)
+	p("**Snapshots under load:** the server is restarted with snapshots off (`snapCount=1000000000`, `snapSizeLimitInKb=-1`), then with `snapCount=%d`, and in each mode takes setData of %d B at %.0f/s for %v from 32 clients over 8 connections, open loop (latency counts from each write's intended send time), after 5 s unrecorded; with snapshots on a new one is due every few seconds, so they follow one another and the run's writes are writes during a snapshot. ", o.SnapCount, chDataBytes, o.SnapRate, o.SnapDuration)
 	p("**Restart:** kill -9, relaunch, time until a new session reads the last znode. ")
 	p("**Import:** `zkd import` of ZooKeeper's data directory as ZooKeeper left it (snapshots and transaction logs), then a zkd started on the result, timed until it serves the last znode.\n\n")
 
@@ -151,6 +152,40 @@ func renderScale(rep *scaleReport) string {
 	}, "0, 0")
 	count("watches", func(r *scaleRecord) float64 { return float64(r.Watches) })
 	row("live heap per watch, B", func(r *scaleRecord) float64 { return r.WatchBytes }, 0, "≤ ¼ of ZooKeeper's")
+	snap := func(what string, on bool, f func(*snapFigures) float64, prec int, goal string) {
+		row(what, func(r *scaleRecord) float64 {
+			sf := r.SnapOff
+			if on {
+				sf = r.SnapOn
+			}
+			if sf == nil {
+				return 0
+			}
+			return f(sf)
+		}, prec, goal)
+	}
+	snap("setData p99.9, snapshots off (steady), ms", false, func(f *snapFigures) float64 { return f.P999 }, 2, "")
+	snap("setData p99.9 while snapshots are taken, ms", true, func(f *snapFigures) float64 { return f.P999 }, 2, "≤ 2× steady")
+	row("p99.9 while snapshots are taken / steady", func(r *scaleRecord) float64 {
+		if r.SnapOff == nil || r.SnapOn == nil || r.SnapOff.P999 == 0 {
+			return 0
+		}
+		return r.SnapOn.P999 / r.SnapOff.P999
+	}, 2, "≤ 2")
+	snap("setData max, snapshots off / on, ms", false, func(f *snapFigures) float64 { return f.Max }, 1, "")
+	snap("setData max while snapshots are taken, ms", true, func(f *snapFigures) float64 { return f.Max }, 1, "")
+	text("snapshots taken in the run, share of it spent writing them", func(r *scaleRecord) string {
+		if r.SnapOn == nil {
+			return ""
+		}
+		return fmt.Sprintf("%d, %.0f%%", r.SnapOn.Taken, 100*r.SnapOn.Busy)
+	}, "")
+	text("write errors (off, on)", func(r *scaleRecord) string {
+		if r.SnapOn == nil || r.SnapOff == nil {
+			return ""
+		}
+		return fmt.Sprintf("%d, %d", r.SnapOff.Errors, r.SnapOn.Errors)
+	}, "0, 0")
 	row("restart after kill -9 until the last znode is read, ms", func(r *scaleRecord) float64 { return r.RestartMS }, 0, "≤ ⅓ of ZooKeeper's")
 	row("RSS after the restart, MB", func(r *scaleRecord) float64 { return r.RSSAfterMB }, 0, "")
 	text("`zkd import` of ZooKeeper's data directory, s", func(r *scaleRecord) string {

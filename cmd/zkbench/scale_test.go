@@ -33,6 +33,7 @@ func TestScale(t *testing.T) {
 		ZkdBin: bin, ZkdArgs: "-config {cfg}", Work: t.TempDir(), PortBase: freePortBlock(t, 20), Servers: servers,
 		Znodes: 25000, Conns: 4, Wide: 30000, WideLimit: 128 << 10,
 		Sessions: 200, Watches: 1200, FanoutRounds: 3, ZKHeapMB: 1000, Command: "TestScale",
+		SnapRate: 500, SnapDuration: 3 * time.Second, SnapCount: 200,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -59,6 +60,9 @@ func TestScale(t *testing.T) {
 		if r.Sessions != o.Sessions || r.Watches != o.Watches || r.FanoutMissed != 0 || r.SessionsLost != 0 || r.FanoutP99 <= 0 {
 			t.Errorf("%s: %d sessions, %d watches, fan-out p99 %.1f ms, %d notifications missed, %d sessions lost",
 				r.Server, r.Sessions, r.Watches, r.FanoutP99, r.FanoutMissed, r.SessionsLost)
+		}
+		if r.SnapOff == nil || r.SnapOn == nil || r.SnapOff.Taken != 0 || r.SnapOn.Taken < 1 || r.SnapOff.Errors+r.SnapOn.Errors != 0 {
+			t.Errorf("%s snapshot runs: off %+v, on %+v; want none taken with snapshots off, some with them on, no errors", r.Server, r.SnapOff, r.SnapOn)
 		}
 		if r.RestartMS <= 0 {
 			t.Errorf("%s: no restart time", r.Server)
