@@ -97,6 +97,7 @@ type pendingCall struct {
 type client struct {
 	nc        net.Conn
 	sessionID int64
+	passwd    []byte
 	timeout   time.Duration
 	onWatch   func(jute.WatcherEvent)
 	// notifications counts the watch notifications this connection received.
@@ -124,6 +125,18 @@ func dialClient(addr string, timeout time.Duration, onWatch func(jute.WatcherEve
 
 // dialClientTLS is dialClient over TLS when tc is not nil (a server's secure port).
 func dialClientTLS(addr string, tc *tls.Config, timeout time.Duration, onWatch func(jute.WatcherEvent)) (*client, error) {
+	return dialSession(addr, tc, jute.ConnectRequest{TimeOut: int32(timeout / time.Millisecond), Passwd: make([]byte, 16)}, onWatch)
+}
+
+// resumeClient connects to addr and reattaches the session c had (after its connection was
+// lost), as a ZooKeeper client does. A session the server no longer has comes back as an error
+// wrapping jute.CodeSessionExpired.
+func resumeClient(addr string, c *client, onWatch func(jute.WatcherEvent)) (*client, error) {
+	return dialSession(addr, nil, jute.ConnectRequest{TimeOut: int32(c.timeout / time.Millisecond), SessionID: c.sessionID, Passwd: c.passwd}, onWatch)
+}
+
+// dialSession connects to addr and sends req: a new session, or one to reattach.
+func dialSession(addr string, tc *tls.Config, req jute.ConnectRequest, onWatch func(jute.WatcherEvent)) (*client, error) {
 	nc, err := net.DialTimeout("tcp", addr, 10*time.Second)
 	if err != nil {
 		return nil, fmt.Errorf("zkbench: dial %s: %w", addr, err)
@@ -147,7 +160,6 @@ func dialClientTLS(addr string, tc *tls.Config, timeout time.Duration, onWatch f
 		}
 		nc = conn
 	}
-	req := jute.ConnectRequest{TimeOut: int32(timeout / time.Millisecond), Passwd: make([]byte, 16)}
 	_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
 	if _, err := nc.Write(jute.AppendFrame(nil, &req)); err != nil {
 		_ = nc.Close()
@@ -174,6 +186,7 @@ func dialClientTLS(addr string, tc *tls.Config, timeout time.Duration, onWatch f
 	c := &client{
 		nc:        nc,
 		sessionID: resp.SessionID,
+		passwd:    resp.Passwd,
 		timeout:   time.Duration(resp.TimeOut) * time.Millisecond,
 		onWatch:   onWatch,
 		wake:      make(chan struct{}, 1),
@@ -410,6 +423,13 @@ func (c *client) fail(err error) {
 	for _, p := range pending {
 		p.done(reply{err: err})
 	}
+}
+
+// abandon drops the connection without ending the session (a client that lost its connection
+// and will reattach the session elsewhere), and waits for the client's goroutines.
+func (c *client) abandon() {
+	c.fail(errClosed)
+	c.wg.Wait()
 }
 
 // close ends the session (closeSession, waiting up to two seconds for its reply), closes the

@@ -12,6 +12,7 @@
 //	zkbench flood -addr ... -pid PID                               well-behaved clients beside a flood
 //	zkbench idle -addr ... -pid PID -sessions 5000                 server memory per idle session
 //	zkbench scale -zkd bin/zkd -out docs/benchmarks.md             10 M znodes, a wide node, sessions, watches
+//	zkbench hold -addr a,b,c -sessions 15000                       hold sessions, reattach them as clients do
 //
 // Workloads: create, set, get, mixed (-read-ratio), multi (-multi-ops setData per multi), churn
 // (ephemeral-sequential create then delete), large (setData of 256 KiB values unless -size is at
@@ -70,6 +71,8 @@ func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return idleMain(ctx, args[1:], stdout, stderr)
 		case "scale":
 			return scaleMain(ctx, args[1:], stdout, stderr)
+		case "hold":
+			return holdMain(ctx, args[1:], os.Stdin, stdout, stderr)
 		}
 	}
 	return benchMain(ctx, args, stdout, stderr)

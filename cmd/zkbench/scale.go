@@ -50,7 +50,13 @@ type scaleOptions struct {
 	SnapRate     float64       `json:"snapshot_rate"`
 	SnapDuration time.Duration `json:"snapshot_duration"`
 	SnapCount    int           `json:"snapshot_count"`
-	Command      string
+	// FailoverSessions sessions are held on a 3-node cluster, by child processes of at most
+	// HoldPerProcess sessions each, while its leader is killed.
+	FailoverSessions int           `json:"failover_sessions"`
+	HoldPerProcess   int           `json:"hold_per_process"`
+	FailoverSteady   time.Duration `json:"failover_steady"` // measured before the kill
+	FailoverWindow   time.Duration `json:"failover_window"` // measured after it
+	Command          string
 }
 
 // scaleRecord is what one server measured in "zkbench scale".
@@ -93,10 +99,11 @@ type scaleRecord struct {
 
 // scaleReport is everything "zkbench scale" measured.
 type scaleReport struct {
-	Options  scaleOptions  `json:"options"`
-	Started  time.Time     `json:"started"`
-	Finished time.Time     `json:"finished"`
-	Records  []scaleRecord `json:"records"`
+	Options  scaleOptions     `json:"options"`
+	Started  time.Time        `json:"started"`
+	Finished time.Time        `json:"finished"`
+	Records  []scaleRecord    `json:"records"`
+	Failover []failoverRecord `json:"failover"`
 }
 
 func scaleMain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -106,7 +113,7 @@ func scaleMain(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.StringVar(&o.ZkdBin, "zkd", "", "zkd binary (required unless -servers zookeeper)")
 	fs.StringVar(&o.ZkdArgs, "zkd-args", "-config {cfg}", "zkd arguments; {cfg} {port} {data} {dir} are replaced")
 	fs.StringVar(&o.Work, "work", "", "directory for servers' files (default: a new temporary directory, removed after)")
-	fs.IntVar(&o.PortBase, "port-base", 24600, "first of 20 loopback ports to use")
+	fs.IntVar(&o.PortBase, "port-base", 24600, "first of 100 loopback ports to use")
 	servers := fs.String("servers", "zookeeper,zkd", "servers to measure, in order")
 	fs.IntVar(&o.Znodes, "znodes", 10_000_000, "znodes in the ClickHouse-shaped tree")
 	fs.IntVar(&o.Conns, "conns", 8, "connections the tree is created over")
@@ -119,6 +126,10 @@ func scaleMain(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.Float64Var(&o.SnapRate, "snapshot-rate", 2000, "offered setData rate of the snapshot runs (0: skip them)")
 	fs.DurationVar(&o.SnapDuration, "snapshot-duration", time.Minute, "length of each snapshot run")
 	fs.IntVar(&o.SnapCount, "snapshot-count", 10000, "snapCount of the run with snapshots on")
+	fs.IntVar(&o.FailoverSessions, "failover-sessions", 50_000, "sessions held on a 3-node cluster whose leader is killed (0: skip)")
+	fs.DurationVar(&o.FailoverSteady, "failover-steady", 10*time.Second, "steady state measured before the leader is killed")
+	fs.DurationVar(&o.FailoverWindow, "failover-window", 45*time.Second, "time measured after the leader is killed")
+	fs.IntVar(&o.HoldPerProcess, "hold-per-process", 15_000, "most sessions one client process holds (each is an open file)")
 	out := fs.String("out", "", "markdown file whose scale section to write (docs/benchmarks.md); empty: print it")
 	raw := fs.String("raw", "", "also write every measurement as JSON here")
 	render := fs.String("render", "", "measure nothing: render the report of an earlier run's -raw JSON")
@@ -205,6 +216,20 @@ func scale(ctx context.Context, o scaleOptions, log io.Writer) (*scaleReport, er
 				rep.Records[i].Err = strings.TrimPrefix(rep.Records[i].Err+"; ", "; ") + "import: " + err.Error()
 				errs = append(errs, fmt.Errorf("zkbench: scale import: %w", err))
 			}
+		}
+	}
+	if o.FailoverSessions > 0 {
+		for i, kind := range o.Servers {
+			if ctx.Err() != nil {
+				break
+			}
+			rec, err := scaleFailover(ctx, o, kind, failoverDir(o.Work, kind), o.PortBase+30+i*30, logf)
+			if err != nil {
+				rec.Err = err.Error()
+				errs = append(errs, fmt.Errorf("zkbench: scale fail-over %s: %w", kind, err))
+			}
+			rep.Failover = append(rep.Failover, rec)
+			_ = os.RemoveAll(failoverDir(o.Work, kind))
 		}
 	}
 	rep.Finished = time.Now().UTC()

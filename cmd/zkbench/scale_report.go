@@ -172,7 +172,7 @@ func renderScale(rep *scaleReport) string {
 		}
 		return r.SnapOn.P999 / r.SnapOff.P999
 	}, 2, "≤ 2")
-	snap("setData max, snapshots off / on, ms", false, func(f *snapFigures) float64 { return f.Max }, 1, "")
+	snap("setData max, snapshots off, ms", false, func(f *snapFigures) float64 { return f.Max }, 1, "")
 	snap("setData max while snapshots are taken, ms", true, func(f *snapFigures) float64 { return f.Max }, 1, "")
 	text("snapshots taken in the run, share of it spent writing them", func(r *scaleRecord) string {
 		if r.SnapOn == nil {
@@ -200,6 +200,7 @@ func renderScale(rep *scaleReport) string {
 		}
 		return fmt.Sprintf("%.0f", r.ImportServeMS)
 	}, "")
+	renderFailover(p, rep)
 	for _, r := range rep.Records {
 		if r.Err != "" {
 			p("\n**%s failed:** %s\n", r.Server, strings.ReplaceAll(r.Err, "\n", " "))
@@ -207,4 +208,58 @@ func renderScale(rep *scaleReport) string {
 	}
 	p("\n%s\n", scaleEnd)
 	return b.String()
+}
+
+// renderFailover renders the fail-over table.
+func renderFailover(p func(string, ...any), rep *scaleReport) {
+	if len(rep.Failover) == 0 {
+		return
+	}
+	o := rep.Options
+	p("\n**Fail-over:** a 3-node cluster of each server (ZooKeeper with its stock `-Xmx1000m`) holds %d sessions of 30 s, one connection each, opened by child processes of at most %d sessions (`zkbench hold`: a process may have at most as many files open as `ulimit -n` allows), spread evenly over the members. ", o.FailoverSessions, o.HoldPerProcess)
+	p("Each session reads one node every 5 s; one that loses its connection waits a random part of a second, as the Java client does before every attempt, and reattaches through the next member, and a read cut off is retried there, its latency counted from the first try. ")
+	p("After %v of steady state the leader is killed with SIGKILL, and the next %v are measured. Members' memory per session is the RSS the sessions added, summed over the three.\n\n", o.FailoverSteady, o.FailoverWindow)
+	var zk, zd *failoverRecord
+	for i := range rep.Failover {
+		switch rep.Failover[i].Server {
+		case kindZooKeeper:
+			zk = &rep.Failover[i]
+		case kindZkd:
+			zd = &rep.Failover[i]
+		}
+	}
+	cell := func(r *failoverRecord, f func(*failoverRecord) string) string {
+		if r == nil {
+			return ""
+		}
+		return f(r)
+	}
+	row := func(what string, f func(*failoverRecord) float64, prec int, ratioToo bool, goal string) {
+		num := func(r *failoverRecord) string { return fmt.Sprintf("%.*f", prec, f(r)) }
+		rt := ""
+		if ratioToo && zk != nil && zd != nil && f(zk) != 0 && f(zd) != 0 {
+			rt = ratio(f(zd), f(zk))
+		}
+		p("| %s | %s | %s | %s | %s |\n", what, cell(zk, num), cell(zd, num), rt, goal)
+	}
+	p("| fail-over | ZooKeeper 3.8 | zkd | zkd/ZooKeeper | goal |\n|---|---:|---:|---:|---|\n")
+	row("sessions held", func(r *failoverRecord) float64 { return float64(r.Sessions) }, 0, false, "")
+	row("opening them, s", func(r *failoverRecord) float64 { return r.OpenS }, 1, true, "")
+	row("members' RSS per idle session, KiB", func(r *failoverRecord) float64 { return r.SessionKiB }, 1, true, "reported")
+	row("read p99, steady, ms", func(r *failoverRecord) float64 { return r.SteadyP99 }, 1, true, "")
+	row("read p99 after the leader is killed, ms", func(r *failoverRecord) float64 { return r.ReadP99 }, 1, true, "≤ 50 ms")
+	row("read max in them, ms", func(r *failoverRecord) float64 { return r.ReadMax }, 0, true, "")
+	row("reads in them", func(r *failoverRecord) float64 { return float64(r.Reads) }, 0, false, "")
+	row("read errors in them", func(r *failoverRecord) float64 { return float64(r.ReadErrors) }, 0, false, "0")
+	row("connections lost", func(r *failoverRecord) float64 { return float64(r.Lost) }, 0, false, "")
+	row("sessions expired", func(r *failoverRecord) float64 { return float64(r.Expired) }, 0, false, "0")
+	row("sessions reattached", func(r *failoverRecord) float64 { return float64(r.Reattached) }, 0, false, "")
+	row("first reattachment, s after the kill", func(r *failoverRecord) float64 { return r.FirstS }, 1, false, "")
+	row("last reattachment, s after the kill", func(r *failoverRecord) float64 { return r.LastS }, 1, false, "")
+	row("most reattachments in one second", func(r *failoverRecord) float64 { return float64(r.PeakPerS) }, 0, false, "spread, not a storm")
+	for _, r := range rep.Failover {
+		if r.Err != "" {
+			p("\n**%s fail-over failed:** %s\n", r.Server, strings.ReplaceAll(r.Err, "\n", " "))
+		}
+	}
 }

@@ -30,10 +30,11 @@ func TestScale(t *testing.T) {
 		}
 	}
 	o := scaleOptions{
-		ZkdBin: bin, ZkdArgs: "-config {cfg}", Work: t.TempDir(), PortBase: freePortBlock(t, 20), Servers: servers,
+		ZkdBin: bin, ZkdArgs: "-config {cfg}", Work: t.TempDir(), PortBase: freePortBlock(t, 100), Servers: servers,
 		Znodes: 25000, Conns: 4, Wide: 30000, WideLimit: 128 << 10,
 		Sessions: 200, Watches: 1200, FanoutRounds: 3, ZKHeapMB: 1000, Command: "TestScale",
 		SnapRate: 500, SnapDuration: 3 * time.Second, SnapCount: 200,
+		FailoverSessions: 300, HoldPerProcess: 150, FailoverSteady: 2 * time.Second, FailoverWindow: 12 * time.Second,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -69,6 +70,18 @@ func TestScale(t *testing.T) {
 		}
 		if r.Server == kindZkd && len(servers) == 2 && (r.ImportS <= 0 || r.ImportServeMS <= 0) {
 			t.Errorf("zkd import of ZooKeeper's directory: %.1f s, serving after %.0f ms", r.ImportS, r.ImportServeMS)
+		}
+	}
+
+	if len(rep.Failover) != len(servers) {
+		t.Fatalf("%d fail-over records for %v", len(rep.Failover), servers)
+	}
+	for _, r := range rep.Failover {
+		// Every session on the killed leader lost its connection and came back; none expired;
+		// every read was answered.
+		if r.Err != "" || r.Sessions != o.FailoverSessions || r.Processes != 2 || r.Expired != 0 || r.ReadErrors != 0 ||
+			r.Lost < int64(o.FailoverSessions/3) || r.Reattached != int(r.Lost) || r.Reads == 0 || r.LeaderAfter == "" {
+			t.Errorf("%s fail-over: %+v", r.Server, r)
 		}
 	}
 

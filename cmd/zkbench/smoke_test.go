@@ -31,6 +31,14 @@ var target []string
 var targetErr error
 
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == "hold" {
+		// The scale test's session holders are this binary run again (startHold).
+		if err := holdMain(context.Background(), os.Args[2:], os.Stdin, os.Stdout, os.Stderr); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	code := runTests(m)
 	if code == 0 {
 		// Every client, progress printer and watchdog must have stopped by now.
