@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -74,12 +73,19 @@ func importCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "zkd import: %v\n", err)
 		return 1
 	}
-	var buf bytes.Buffer
-	if err := consensus.WriteBackup(&buf, t.View()); err != nil {
-		fmt.Fprintf(stderr, "zkd import: %v\n", err)
-		return 1
+	// The backup streams into the restore: a large tree's backup is never held whole.
+	pr, pw := io.Pipe()
+	wrote := make(chan error, 1)
+	go func() { // the backup's writer; importCmd waits for it
+		err := consensus.WriteBackup(pw, t.View())
+		_ = pw.CloseWithError(err)
+		wrote <- err
+	}()
+	v, err := consensus.RestoreDir(*data, pr, id, peers)
+	_ = pr.CloseWithError(errors.New("zkd import: the restore stopped"))
+	if werr := <-wrote; err == nil && werr != nil {
+		err = werr
 	}
-	v, err := consensus.RestoreDir(*data, &buf, id, peers)
 	if err != nil {
 		fmt.Fprintf(stderr, "zkd import: %v\n", err)
 		return 1

@@ -140,7 +140,7 @@ func LoadWith(dataDir, logDir string, opts Options) (*State, *Report, error) {
 		}
 	}
 	for _, path := range logs[start:] {
-		l, err := ReadLogFile(path)
+		l, err := ReadLogFileAfter(path, t.zxid)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -159,7 +159,7 @@ func LoadWith(dataDir, logDir string, opts Options) (*State, *Report, error) {
 		}
 	}
 	t.quotaStats()
-	st := t.state()
+	st := t.takeState()
 	// ZooKeeper logs the tree's digest after each transaction: the rebuilt tree must have it.
 	if last != nil && last.Digest != nil && last.Digest.Version == digestVersion {
 		if got := st.Digest(); got != last.Digest.Value {

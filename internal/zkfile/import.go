@@ -1,6 +1,10 @@
 package zkfile
 
 import (
+	"fmt"
+	"maps"
+	"slices"
+
 	"github.com/zkd-io/zkd/znode"
 )
 
@@ -33,22 +37,44 @@ func SessionPassword(id int64) []byte {
 }
 
 // Tree builds a zkd tree of the state at its zxid: every node with its persisted stat, ACL and
-// kind, and every session with its timeout and ZooKeeper's password for it.
+// kind, and every session with its timeout and ZooKeeper's password for it. It walks the state
+// from the root, each node's children in name order, straight into znode.ImportWalk.
 func (s *State) Tree() (*znode.Tree, error) {
-	nodes := make([]znode.RawNode, 0, len(s.Nodes))
-	for p, n := range s.Nodes {
-		session, container, ttl := Owner(n.Stat.EphemeralOwner)
-		nodes = append(nodes, znode.RawNode{
-			Path: p, Data: n.Data, ACL: n.ACL,
-			Czxid: n.Stat.Czxid, Mzxid: n.Stat.Mzxid, Pzxid: n.Stat.Pzxid,
-			Ctime: n.Stat.Ctime, Mtime: n.Stat.Mtime,
-			Version: n.Stat.Version, Cversion: n.Stat.Cversion, Aversion: n.Stat.Aversion,
-			Ephemeral: session, Container: container, TTL: ttl,
-		})
-	}
 	sessions := make([]znode.Session, 0, len(s.Sessions))
 	for id, to := range s.Sessions {
 		sessions = append(sessions, znode.Session{ID: id, Timeout: to, Passwd: SessionPassword(id)})
 	}
-	return znode.ImportTree(s.Zxid, sessions, nodes)
+	return znode.ImportWalk(s.Zxid, sessions, int64(len(s.Nodes)), func(emit func(*znode.RawNode, int) error) error {
+		var raw znode.RawNode
+		var visit func(path string) error
+		visit = func(path string) error {
+			n := s.Nodes[path]
+			if n == nil {
+				return fmt.Errorf("zkfile: %q is a child of a node but is missing", path)
+			}
+			session, container, ttl := Owner(n.Stat.EphemeralOwner)
+			raw = znode.RawNode{
+				Path: path, Data: n.Data, ACL: n.ACL,
+				Czxid: n.Stat.Czxid, Mzxid: n.Stat.Mzxid, Pzxid: n.Stat.Pzxid,
+				Ctime: n.Stat.Ctime, Mtime: n.Stat.Mtime,
+				Version: n.Stat.Version, Cversion: n.Stat.Cversion, Aversion: n.Stat.Aversion,
+				Ephemeral: session, Container: container, TTL: ttl,
+			}
+			names := slices.Sorted(maps.Keys(n.Children))
+			if err := emit(&raw, len(names)); err != nil {
+				return err
+			}
+			prefix := path + "/"
+			if path == "/" {
+				prefix = "/"
+			}
+			for _, c := range names {
+				if err := visit(prefix + c); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		return visit("/")
+	})
 }

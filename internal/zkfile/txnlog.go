@@ -1,10 +1,12 @@
 package zkfile
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/adler32"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 
@@ -77,8 +79,32 @@ func ReadLogFile(path string) (*Log, error) {
 	return l, nil
 }
 
+// ReadLogFileAfter is ReadLogFile keeping only the transactions after zxid: earlier entries
+// are checked against their checksums but not decoded, as ZooKeeper passes over the part of a
+// log its snapshot already holds.
+func ReadLogFileAfter(path string, zxid int64) (*Log, error) {
+	first, ok := ZxidFromName(filepath.Base(path), "log")
+	if !ok {
+		return nil, fmt.Errorf("%s: not a ZooKeeper log name (log.<zxid in hex>)", path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	l, err := readLog(f, zxid)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	l.Path, l.FirstZxid = path, first
+	return l, nil
+}
+
 // ReadLog reads a transaction log stream; see ReadLogFile.
-func ReadLog(in io.Reader) (*Log, error) {
+func ReadLog(in io.Reader) (*Log, error) { return readLog(in, math.MinInt64) }
+
+// readLog reads a transaction log stream, keeping the transactions after zxid.
+func readLog(in io.Reader, after int64) (*Log, error) {
 	r := newReader(in)
 	magic, err := r.int32()
 	if err != nil {
@@ -131,6 +157,10 @@ func ReadLog(in io.Reader) (*Log, error) {
 		}
 		if sum := int64(adler32.Checksum(b)); sum != crc {
 			return nil, fmt.Errorf("entry at offset %d: %w: logged Adler-32 %#x, content gives %#x", at, ErrChecksum, crc, sum)
+		}
+		// The header: client id (8 bytes), cxid (4), then the zxid.
+		if len(b) >= 20 && int64(binary.BigEndian.Uint64(b[12:20])) <= after {
+			continue
 		}
 		t, err := decodeTxn(b)
 		if err != nil {
