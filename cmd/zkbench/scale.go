@@ -50,6 +50,9 @@ type scaleOptions struct {
 	SnapRate     float64       `json:"snapshot_rate"`
 	SnapDuration time.Duration `json:"snapshot_duration"`
 	SnapCount    int           `json:"snapshot_count"`
+	// Locks lock contenders, each on its own connection, take one lock once; every waiter reads
+	// the whole lock directory (as many children as contenders) when it queues and when it wakes.
+	Locks int `json:"locks"`
 	// FailoverSessions sessions are held on a 3-node cluster, by child processes of at most
 	// HoldPerProcess sessions each, while its leader is killed.
 	FailoverSessions int           `json:"failover_sessions"`
@@ -86,6 +89,13 @@ type scaleRecord struct {
 	FanoutP99      float64 `json:"fanout_p99_ms"`
 	FanoutMissed   int64   `json:"fanout_missed"`
 	SessionsLost   int     `json:"sessions_lost"`
+	// Lock contenders: the server's RSS before, at its peak (sampled every 200 ms) and after.
+	Locks          int     `json:"locks,omitempty"`
+	LockBeforeMB   float64 `json:"lock_rss_before_mb,omitempty"`
+	LockPeakMB     float64 `json:"lock_rss_peak_mb,omitempty"`
+	LockAfterMB    float64 `json:"lock_rss_after_mb,omitempty"`
+	LockGrantsPerS float64 `json:"lock_grants_per_s,omitempty"`
+	LockErrors     int64   `json:"lock_errors,omitempty"`
 	// Writes with snapshots off (steady state) and on.
 	SnapOff *snapFigures `json:"snapshots_off,omitempty"`
 	SnapOn  *snapFigures `json:"snapshots_on,omitempty"`
@@ -126,6 +136,7 @@ func scaleMain(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.Float64Var(&o.SnapRate, "snapshot-rate", 2000, "offered setData rate of the snapshot runs (0: skip them)")
 	fs.DurationVar(&o.SnapDuration, "snapshot-duration", time.Minute, "length of each snapshot run")
 	fs.IntVar(&o.SnapCount, "snapshot-count", 10000, "snapCount of the run with snapshots on")
+	fs.IntVar(&o.Locks, "locks", 6000, "lock contenders, each reading the whole lock directory (0: skip)")
 	fs.IntVar(&o.FailoverSessions, "failover-sessions", 50_000, "sessions held on a 3-node cluster whose leader is killed (0: skip)")
 	fs.DurationVar(&o.FailoverSteady, "failover-steady", 10*time.Second, "steady state measured before the leader is killed")
 	fs.DurationVar(&o.FailoverWindow, "failover-window", 45*time.Second, "time measured after the leader is killed")
@@ -276,6 +287,11 @@ func scaleServer(ctx context.Context, o scaleOptions, kind, dir string, port int
 	if o.Sessions > 0 {
 		if err := scaleSessions(ctx, o, s, tree, rec, logf); err != nil {
 			return "", fmt.Errorf("sessions: %w", err)
+		}
+	}
+	if o.Locks > 0 {
+		if err := scaleLocks(ctx, o, s, rec, logf); err != nil {
+			return "", fmt.Errorf("locks: %w", err)
 		}
 	}
 	if o.SnapRate > 0 {
@@ -749,5 +765,49 @@ func scaleSnapshots(ctx context.Context, o scaleOptions, s *server, rec *scaleRe
 		logf("%s: snapshots %s: p50 %.2f p99 %.2f p99.9 %.2f max %.1f ms, %d errors, %d snapshots, busy %.0f%%",
 			s.kind, mode, f.P50, f.P99, f.P999, f.Max, f.Errors, f.Taken, 100*f.Busy)
 	}
+	return nil
+}
+
+// scaleLocks runs o.Locks lock contenders, each on its own connection, through one lock
+// (zkbench's lock workload: each holds once), sampling the server's RSS every 200 ms.
+func scaleLocks(ctx context.Context, o scaleOptions, s *server, rec *scaleRecord, logf func(string, ...any)) error {
+	pid, err := s.pid(0)
+	if err != nil {
+		return err
+	}
+	settle(ctx, map[string]*server{s.kind: s})
+	rec.Locks = o.Locks
+	rec.LockBeforeMB, _ = rssMB(pid)
+	logf("%s: %d lock contenders, RSS %.0f MB before", s.kind, o.Locks, rec.LockBeforeMB)
+	stop := make(chan struct{})
+	peak := make(chan float64, 1)
+	go func() { // the sampler; scaleLocks waits for its figure
+		top := rec.LockBeforeMB
+		t := time.NewTicker(200 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				peak <- top
+				return
+			case <-t.C:
+				if mb, err := rssMB(pid); err == nil {
+					top = max(top, mb)
+				}
+			}
+		}
+	}()
+	res, err := run(ctx, config{Addrs: s.addrs, Workload: "lock", Clients: o.Locks, Conns: o.Locks, Ops: int64(o.Locks),
+		SessionTimeout: 120 * time.Second, Root: "/zkbench-locks"}, nil)
+	close(stop)
+	rec.LockPeakMB = <-peak
+	if err != nil {
+		return err
+	}
+	rec.LockGrantsPerS, rec.LockErrors = res.Throughput, res.Errors
+	settle(ctx, map[string]*server{s.kind: s})
+	time.Sleep(2 * time.Second)
+	rec.LockAfterMB, _ = rssMB(pid)
+	logf("%s: %.0f grants/s, %d errors; RSS peak %.0f MB, after %.0f MB", s.kind, rec.LockGrantsPerS, rec.LockErrors, rec.LockPeakMB, rec.LockAfterMB)
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"strconv"
 	"strings"
 )
 
@@ -68,6 +69,7 @@ func renderScale(rep *scaleReport) string {
 	p("**Sessions:** %d idle sessions, one connection each; per session, the live heap and RSS they added and the server CPU their handshakes took. ", o.Sessions)
 	p("**Fan-out:** all of them watch one node, which is written %d times; latency from just before each write to each notification. ", o.FanoutRounds)
 	p("**Watches:** %d watches over those sessions, each on a leaf of its own, a third each data (exists), persistent and persistent recursive (addWatch); live heap added per watch. ", o.Watches)
+	p("**Lock contenders:** %d contenders, each on its own connection, take one lock once (zkbench's lock workload, herd-free: each reads the whole lock directory, as many children as contenders, when it queues and when it wakes); the server's RSS is sampled every 200 ms. ", o.Locks)
 	p("**Snapshots under load:** the server is restarted with snapshots off (`snapCount=1000000000`, `snapSizeLimitInKb=-1`), then with `snapCount=%d`, and in each mode takes setData of %d B at %.0f/s for %v from 32 clients over 8 connections, open loop (latency counts from each write's intended send time), after 5 s unrecorded; with snapshots on a new one is due every few seconds, so they follow one another and the run's writes are writes during a snapshot. ", o.SnapCount, chDataBytes, o.SnapRate, o.SnapDuration)
 	p("**Restart:** kill -9, relaunch, time until a new session reads the last znode. ")
 	p("**Import:** `zkd import` of ZooKeeper's data directory as ZooKeeper left it (snapshots and transaction logs), then a zkd started on the result, timed until it serves the last znode.\n\n")
@@ -152,6 +154,23 @@ func renderScale(rep *scaleReport) string {
 	}, "0, 0")
 	count("watches", func(r *scaleRecord) float64 { return float64(r.Watches) })
 	row("live heap per watch, B", func(r *scaleRecord) float64 { return r.WatchBytes }, 0, "≤ ¼ of ZooKeeper's")
+	count("lock contenders, each reading the lock directory", func(r *scaleRecord) float64 { return float64(r.Locks) })
+	row("grants/s", func(r *scaleRecord) float64 { return r.LockGrantsPerS }, 0, "")
+	row("server RSS before them, MB", func(r *scaleRecord) float64 { return r.LockBeforeMB }, 0, "")
+	row("server RSS at its peak while they run, MB", func(r *scaleRecord) float64 { return r.LockPeakMB }, 0, "≤ ZooKeeper's")
+	row("peak minus before, MB", func(r *scaleRecord) float64 {
+		if r.LockPeakMB == 0 {
+			return 0
+		}
+		return r.LockPeakMB - r.LockBeforeMB
+	}, 0, "bounded by what is in flight")
+	row("server RSS after them, MB", func(r *scaleRecord) float64 { return r.LockAfterMB }, 0, "")
+	text("contender errors", func(r *scaleRecord) string {
+		if r.Locks == 0 {
+			return ""
+		}
+		return strconv.FormatInt(r.LockErrors, 10)
+	}, "0")
 	snap := func(what string, on bool, f func(*snapFigures) float64, prec int, goal string) {
 		row(what, func(r *scaleRecord) float64 {
 			sf := r.SnapOff

@@ -33,7 +33,7 @@ func TestScale(t *testing.T) {
 		ZkdBin: bin, ZkdArgs: "-config {cfg}", Work: t.TempDir(), PortBase: freePortBlock(t, 100), Servers: servers,
 		Znodes: 25000, Conns: 4, Wide: 30000, WideLimit: 128 << 10,
 		Sessions: 200, Watches: 1200, FanoutRounds: 3, ZKHeapMB: 1000, Command: "TestScale",
-		SnapRate: 500, SnapDuration: 3 * time.Second, SnapCount: 200,
+		Locks: 300, SnapRate: 500, SnapDuration: 3 * time.Second, SnapCount: 200,
 		FailoverSessions: 300, HoldPerProcess: 150, FailoverSteady: 2 * time.Second, FailoverWindow: 12 * time.Second,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -61,6 +61,9 @@ func TestScale(t *testing.T) {
 		if r.Sessions != o.Sessions || r.Watches != o.Watches || r.FanoutMissed != 0 || r.SessionsLost != 0 || r.FanoutP99 <= 0 {
 			t.Errorf("%s: %d sessions, %d watches, fan-out p99 %.1f ms, %d notifications missed, %d sessions lost",
 				r.Server, r.Sessions, r.Watches, r.FanoutP99, r.FanoutMissed, r.SessionsLost)
+		}
+		if r.Locks != o.Locks || r.LockErrors != 0 || r.LockGrantsPerS <= 0 || r.LockPeakMB < r.LockBeforeMB {
+			t.Errorf("%s: %d lock contenders, %.0f grants/s, %d errors, RSS %.0f then peak %.0f MB", r.Server, r.Locks, r.LockGrantsPerS, r.LockErrors, r.LockBeforeMB, r.LockPeakMB)
 		}
 		if r.SnapOff == nil || r.SnapOn == nil || r.SnapOff.Taken != 0 || r.SnapOn.Taken < 1 || r.SnapOff.Errors+r.SnapOn.Errors != 0 {
 			t.Errorf("%s snapshot runs: off %+v, on %+v; want none taken with snapshots off, some with them on, no errors", r.Server, r.SnapOff, r.SnapOn)
