@@ -1,13 +1,15 @@
 package server_test
 
 import (
+	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
-
-	"fmt"
 
 	"github.com/zkd-io/zkd/conformance"
 	"github.com/zkd-io/zkd/internal/testkit"
@@ -146,4 +148,40 @@ func TestConnectionCloseReasons(t *testing.T) {
 		return
 	}
 	t.Error("/metrics has no zkd_connections_closed_total")
+}
+
+// failingListener fails its first n accepts as a process out of file descriptors does.
+type failingListener struct {
+	net.Listener
+	n atomic.Int32
+}
+
+func (l *failingListener) Accept() (net.Conn, error) {
+	if l.n.Add(-1) >= 0 {
+		return nil, &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", syscall.EMFILE)}
+	}
+	return l.Listener.Accept()
+}
+
+// A listener that runs out of file descriptors for a moment keeps serving once it has them
+// again, as ZooKeeper's does: the pause is logged and counted, and the next client gets in.
+func TestAcceptSurvivesRunningOutOfFiles(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fl := &failingListener{Listener: ln}
+	fl.n.Store(3)
+	s, logs := startLogged(t, zkdtest.WithoutRaft(), zkdtest.WithConfig(func(c *server.Config) { c.Listener = fl }))
+	c, _ := connect(t, s.Addr())
+	defer c.Close()
+	if _, _, err := c.Exists("/"); err != nil {
+		t.Fatalf("exists after the listener ran out of files: %v", err)
+	}
+	if got := mntr(t, s.Addr())["zk_accept_retry_count"]; got != 3 {
+		t.Errorf("zk_accept_retry_count = %v, want 3", got)
+	}
+	if lines := logs.matching("accept failed; retrying"); len(lines) != 1 || !strings.Contains(lines[0], "level=WARN") {
+		t.Errorf("log lines for the failed accepts: %q, want one WARN", lines)
+	}
 }

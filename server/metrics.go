@@ -27,6 +27,7 @@ type serverMetrics struct {
 	authFailed      *metric.Counter
 	connRejected    *metric.Counter
 	connRequests    *metric.Counter
+	acceptRetries   *metric.Counter
 	revalidated     *metric.Counter
 	sessionless     *metric.Counter
 	stale           *metric.Counter
@@ -64,6 +65,7 @@ func newServerMetrics() *serverMetrics {
 	m.authFailed = s.Counter("auth_failed_count", "Failed authentications.")
 	m.connRejected = s.Counter("connection_rejected", "Client connections refused at accept (limits, shutdown).")
 	m.connRequests = s.Counter("connection_request_count", "Client connections accepted.")
+	m.acceptRetries = s.Counter("accept_retry_count", "Accepts that failed for the moment (no file descriptors or buffers left) and were retried after a pause.")
 	m.revalidated = s.Counter("connection_revalidate_count", "Reconnects of an existing session validated with the leader.")
 	m.sessionless = s.Counter("sessionless_connections_expired", "Connections closed because no session was established in time.")
 	m.stale = s.Counter("stale_requests", "Requests admitted and never answered because their connection closed first.")

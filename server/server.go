@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -381,18 +382,44 @@ func (s *Server) dropClients(r closeReason, why string) {
 	}
 }
 
+// acceptRetryable reports whether an accept error passes: the process or the system is out of
+// file descriptors or buffers for the moment, or the connection was gone before it was accepted.
+// The listener keeps serving after them, as ZooKeeper's does: a reconnect storm after a leader
+// change briefly took a member past its file limit, and its listener stopped for good.
+func acceptRetryable(err error) bool {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return true
+	}
+	for _, e := range []error{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM, syscall.ECONNABORTED, syscall.ECONNRESET} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
 func (s *Server) acceptLoop(ln net.Listener, mode listenMode) {
 	var backoff time.Duration
+	var warned time.Time
 	for {
 		nc, err := ln.Accept()
 		if err != nil {
 			if s.isClosing() {
 				return
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
+			if acceptRetryable(err) {
 				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-				time.Sleep(backoff)
+				if time.Since(warned) >= 10*time.Second {
+					warned = time.Now()
+					s.log.Warn("accept failed; retrying", "err", err, "backoff", backoff)
+				}
+				s.m.acceptRetries.Inc()
+				select {
+				case <-time.After(backoff):
+				case <-s.ctx.Done():
+					return
+				}
 				continue
 			}
 			s.log.Error("accept failed; client listener stopped", "err", err)
