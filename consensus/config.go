@@ -1,6 +1,7 @@
 package consensus
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -80,8 +81,11 @@ type Config struct {
 	OnServing func(serving bool)
 
 	// HeartbeatTimeout is how long a follower waits without contact before it starts an election.
-	// Zero means 300ms (a LAN: writes resume within about a second of a leader's death), or 40ms
-	// for a node bootstrapped alone (no Peers, not NoBootstrap), which only waits for itself.
+	// Zero means half a TickTime, at least 300ms (1s at ZooKeeper's stock tickTime of 2s: writes
+	// resume a second or two after a leader's death), or 40ms for a node bootstrapped alone (no
+	// Peers, not NoBootstrap), which only waits for itself. ZooKeeper's failure detection also
+	// follows tickTime; at 300ms, a reconnect storm of 36,000 sessions on 2 cores kept a
+	// cluster electing leaders that stepped down for more than 45 s (docs/performance.md).
 	HeartbeatTimeout time.Duration
 	// ElectionTimeout is the candidate's timeout. Zero means HeartbeatTimeout.
 	ElectionTimeout time.Duration
@@ -158,7 +162,7 @@ func (c Config) withDefaults() Config {
 	}
 	alone := false
 	if c.HeartbeatTimeout == 0 {
-		c.HeartbeatTimeout = 300 * time.Millisecond
+		c.HeartbeatTimeout = max(300*time.Millisecond, cmp.Or(c.TickTime, 2*time.Second)/2)
 		if len(c.Peers) == 0 && !c.NoBootstrap {
 			// A standalone node is its cluster's only voter: nobody else can lead, so the
 			// follower wait before its first election only delays serving after a restart, and

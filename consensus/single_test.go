@@ -147,8 +147,8 @@ func testRestartKeepsWritesAndSnapshots(t *testing.T) {
 // A node bootstrapped alone is its only voter, so by default it waits only standaloneHeartbeat
 // before electing itself after a restart, its lease is the whole heartbeat (raft's leader checks
 // it that often, and it meets it alone) and it re-evaluates its serving signal rarely; members of
-// a cluster, and nodes waiting to join one, keep the LAN defaults, and an explicit timeout is kept
-// as given.
+// a cluster, and nodes waiting to join one, wait half a tickTime (2s unless set), at least 300ms;
+// an explicit timeout is kept as given.
 func TestStandaloneDefaultsToShortHeartbeat(t *testing.T) {
 	const lan = 300 * time.Millisecond
 	for _, tc := range []struct {
@@ -157,8 +157,10 @@ func TestStandaloneDefaultsToShortHeartbeat(t *testing.T) {
 		want, lease, servingTick time.Duration
 	}{
 		{"standalone", Config{}, standaloneHeartbeat, standaloneHeartbeat, 100 * time.Millisecond},
-		{"joining", Config{NoBootstrap: true}, lan, lan / 2, lan / 4},
-		{"cluster", Config{Peers: []Peer{{ID: "1", Addr: "a:1"}, {ID: "2", Addr: "b:1"}, {ID: "3", Addr: "c:1"}}}, lan, lan / 2, lan / 4},
+		{"joining", Config{NoBootstrap: true}, time.Second, time.Second / 2, time.Second / 4},
+		{"cluster", Config{Peers: []Peer{{ID: "1", Addr: "a:1"}, {ID: "2", Addr: "b:1"}, {ID: "3", Addr: "c:1"}}}, time.Second, time.Second / 2, time.Second / 4},
+		{"cluster, tickTime 3s", Config{TickTime: 3 * time.Second, Peers: []Peer{{ID: "1", Addr: "a:1"}, {ID: "2", Addr: "b:1"}}}, 1500 * time.Millisecond, 750 * time.Millisecond, 375 * time.Millisecond},
+		{"cluster, short tickTime", Config{TickTime: 200 * time.Millisecond, Peers: []Peer{{ID: "1", Addr: "a:1"}, {ID: "2", Addr: "b:1"}}}, lan, lan / 2, lan / 4},
 		{"explicit", Config{HeartbeatTimeout: time.Second}, time.Second, time.Second / 2, time.Second / 4},
 	} {
 		c := tc.cfg.withDefaults()
