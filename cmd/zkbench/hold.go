@@ -130,7 +130,11 @@ func (h *holder) session(addr string, opened chan<- error, sem <-chan struct{}) 
 	if err != nil {
 		return
 	}
-	defer func() { _ = c.close() }()
+	defer func() {
+		if c != nil { // nil: stopped while reattaching, its connection abandoned
+			_ = c.close()
+		}
+	}()
 	next := time.Now().Add(rand.N(h.every))
 	member := 0
 	for i, a := range h.addrs {

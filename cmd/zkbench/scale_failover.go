@@ -70,6 +70,7 @@ func startHold(ctx context.Context, addrs []string, n, first int, path string) (
 		return nil, err
 	}
 	p := &holdProc{cmd: cmd, in: in, lines: bufio.NewScanner(out)}
+	p.lines.Buffer(make([]byte, 64<<10), 64<<20) // a stats line lists every reattachment
 	if !p.lines.Scan() || !strings.HasPrefix(p.lines.Text(), "ready ") {
 		p.stop()
 		return nil, fmt.Errorf("zkbench: hold child: no ready line (%q): %v", p.lines.Text(), cmd.Wait())

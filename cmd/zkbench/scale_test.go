@@ -30,10 +30,11 @@ func TestScale(t *testing.T) {
 		}
 	}
 	o := scaleOptions{
-		ZkdBin: bin, ZkdArgs: "-config {cfg}", Work: t.TempDir(), PortBase: freePortBlock(t, 100), Servers: servers,
+		ZkdBin: bin, ZkdArgs: "-config {cfg}", Work: t.TempDir(), PortBase: freePortBlock(t, 200), Servers: servers,
 		Znodes: 25000, Conns: 4, Wide: 30000, WideLimit: 128 << 10,
 		Sessions: 200, Watches: 1200, FanoutRounds: 3, ZKHeapMB: 1000, Command: "TestScale",
 		Locks: 300, SnapRate: 500, SnapDuration: 3 * time.Second, SnapCount: 200,
+		FollowerZnodes: 30000, FollowerRate: 300, FollowerZKHeapMB: 512,
 		FailoverSessions: 300, HoldPerProcess: 150, FailoverSteady: 2 * time.Second, FailoverWindow: 12 * time.Second,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -85,6 +86,15 @@ func TestScale(t *testing.T) {
 		if r.Err != "" || r.Sessions != o.FailoverSessions || r.Processes != 2 || r.Expired != 0 || r.ReadErrors != 0 ||
 			r.Lost < int64(o.FailoverSessions/3) || r.Reattached != int(r.Lost) || r.Reads == 0 || r.LeaderAfter == "" {
 			t.Errorf("%s fail-over: %+v", r.Server, r)
+		}
+	}
+
+	if len(rep.Follower) != len(servers) {
+		t.Fatalf("%d follower records for %v", len(rep.Follower), servers)
+	}
+	for _, r := range rep.Follower {
+		if r.Err != "" || r.Znodes != o.FollowerZnodes || r.ServeMS <= 0 || r.SteadyP999 <= 0 || r.DuringP999 <= 0 || r.Errors != 0 {
+			t.Errorf("%s follower: %+v", r.Server, r)
 		}
 	}
 
