@@ -176,8 +176,14 @@ func zooKeeperConfigs(dir string, base, nodes int) []apachezk.ServerConfig {
 // startZooKeeper starts Apache ZooKeeper (internal/testkit/apachezk): standalone on port base, or a
 // 3-node ensemble on base..base+2.
 func startZooKeeper(ctx context.Context, dir string, base, nodes int) (*server, error) {
-	s := &server{kind: kindZooKeeper, dir: dir}
+	return startZooKeeperHeap(ctx, dir, base, nodes, 0)
+}
+
+// startZooKeeperHeap is startZooKeeper with heapMB of heap per member (zero: apachezk's default).
+func startZooKeeperHeap(ctx context.Context, dir string, base, nodes, heapMB int) (*server, error) {
+	s := &server{kind: kindZooKeeper, dir: dir, zkHeapMB: heapMB}
 	for i, cfg := range zooKeeperConfigs(dir, base, nodes) {
+		cfg.HeapMB = heapMB
 		p, err := apachezk.Launch(cfg)
 		if err != nil {
 			_ = s.stop()

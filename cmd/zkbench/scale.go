@@ -21,7 +21,6 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/zkd-io/zkd/internal/testkit/apachezk"
 	"github.com/zkd-io/zkd/jute"
 )
 
@@ -359,17 +358,7 @@ func scaleServer(ctx context.Context, o scaleOptions, kind, dir string, port int
 func startScaleServer(ctx context.Context, o scaleOptions, kind, dir string, port int) (*server, error) {
 	switch kind {
 	case "zookeeper":
-		p, err := apachezk.Launch(apachezk.ServerConfig{Dir: dir, ClientAddr: fmt.Sprintf("127.0.0.1:%d", port), HeapMB: o.ZKHeapMB})
-		if err != nil {
-			return nil, fmt.Errorf("zkbench: %w", err)
-		}
-		s := &server{kind: kindZooKeeper, dir: dir, zk: []*apachezk.Process{p}, nodes: []string{p.Dir()},
-			ports: []int{port}, addrs: []string{p.ClientAddr()}, zkHeapMB: o.ZKHeapMB}
-		if err := s.waitZooKeeper(ctx); err != nil {
-			_ = s.stop()
-			return nil, err
-		}
-		return s, s.waitReady(ctx, 120*time.Second)
+		return startZooKeeperHeap(ctx, dir, port, 1, o.ZKHeapMB)
 	case "zkd":
 		if o.ZkdBin == "" {
 			return nil, errors.New("zkbench: no zkd binary (-zkd)")

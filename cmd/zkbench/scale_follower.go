@@ -8,8 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
-
-	"github.com/zkd-io/zkd/internal/testkit/apachezk"
 )
 
 // followerRecord is what the follower measurement of "zkbench scale" found on one server's 3-node
@@ -128,28 +126,7 @@ func startFollowerCluster(ctx context.Context, o scaleOptions, kind, dir string,
 	if kind != "zookeeper" {
 		return startZkd(ctx, o.ZkdBin, o.ZkdArgs, dir, base, 3)
 	}
-	s := &server{kind: kindZooKeeper, dir: dir, zkHeapMB: o.FollowerZKHeapMB}
-	for i, cfg := range zooKeeperConfigs(dir, base, 3) {
-		cfg.HeapMB = o.FollowerZKHeapMB
-		p, err := apachezk.Launch(cfg)
-		if err != nil {
-			_ = s.stop()
-			return nil, fmt.Errorf("zkbench: %w", err)
-		}
-		s.zk = append(s.zk, p)
-		s.nodes = append(s.nodes, p.Dir())
-		s.ports = append(s.ports, base+i)
-		s.addrs = append(s.addrs, p.ClientAddr())
-	}
-	if err := s.waitZooKeeper(ctx); err != nil {
-		_ = s.stop()
-		return nil, err
-	}
-	if err := s.waitReady(ctx, 120*time.Second); err != nil {
-		_ = s.stop()
-		return nil, err
-	}
-	return s, nil
+	return startZooKeeperHeap(ctx, dir, base, 3, o.FollowerZKHeapMB)
 }
 
 // wipeNode sets aside the data of stopped member i, as an operator restoring a member that lost

@@ -61,23 +61,7 @@ type Log struct {
 
 // ReadLogFile reads a transaction log. A CRC mismatch in a complete entry is an error, as in
 // ZooKeeper; a partly written last entry, or the preallocated zero padding, ends the log.
-func ReadLogFile(path string) (*Log, error) {
-	first, ok := ZxidFromName(filepath.Base(path), "log")
-	if !ok {
-		return nil, fmt.Errorf("%s: not a ZooKeeper log name (log.<zxid in hex>)", path)
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	l, err := ReadLog(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	l.Path, l.FirstZxid = path, first
-	return l, nil
-}
+func ReadLogFile(path string) (*Log, error) { return ReadLogFileAfter(path, math.MinInt64) }
 
 // ReadLogFileAfter is ReadLogFile keeping only the transactions after zxid: earlier entries
 // are checked against their checksums but not decoded, as ZooKeeper passes over the part of a
