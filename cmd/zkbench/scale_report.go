@@ -86,28 +86,9 @@ func renderFailover(p func(string, ...any), rep *scaleReport) {
 	p("\n**Fail-over:** a 3-node cluster of each server (ZooKeeper with its stock `-Xmx1000m`) holds %d sessions of 30 s, one connection each, opened by child processes of at most %d sessions (`zkbench hold`: a process may have at most as many files open as `ulimit -n` allows), spread evenly over the members. ", o.FailoverSessions, o.HoldPerProcess)
 	p("Each session reads one node every 5 s; one that loses its connection waits a random part of a second, as the Java client does before every attempt, and reattaches through the next member, and a read cut off is retried there, its latency counted from the first try. ")
 	p("After %v of steady state the leader is killed with SIGKILL, and the next %v are measured. Members' memory per session is the RSS the sessions added, summed over the three.\n\n", o.FailoverSteady, o.FailoverWindow)
-	var zk, zd *failoverRecord
-	for i := range rep.Failover {
-		switch rep.Failover[i].Server {
-		case kindZooKeeper:
-			zk = &rep.Failover[i]
-		case kindZkd:
-			zd = &rep.Failover[i]
-		}
-	}
-	cell := func(r *failoverRecord, f func(*failoverRecord) string) string {
-		if r == nil {
-			return ""
-		}
-		return f(r)
-	}
+	t := newSides(p, rep.Failover, func(r *failoverRecord) string { return r.Server })
 	row := func(what string, f func(*failoverRecord) float64, prec int, ratioToo bool, goal string) {
-		num := func(r *failoverRecord) string { return fmt.Sprintf("%.*f", prec, f(r)) }
-		rt := ""
-		if ratioToo && zk != nil && zd != nil && f(zk) != 0 && f(zd) != 0 {
-			rt = ratio(f(zd), f(zk))
-		}
-		p("| %s | %s | %s | %s | %s |\n", what, cell(zk, num), cell(zd, num), rt, goal)
+		t.row(what, f, prec, false, ratioToo, goal)
 	}
 	p("| fail-over | ZooKeeper 3.8 | zkd | zkd/ZooKeeper | goal |\n|---|---:|---:|---:|---|\n")
 	row("sessions held", func(r *failoverRecord) float64 { return float64(r.Sessions) }, 0, false, "")
@@ -140,27 +121,9 @@ func renderFollower(p func(string, ...any), rep *scaleReport) {
 	p("\n**A follower that lost its data:** a 3-node cluster of each server (ZooKeeper with `-Xmx%dm` per member) holds a ClickHouse-shaped tree of %d znodes (fewer than the standalone tree: three ZooKeeper members holding 10 M would need more than this machine's memory). ", o.FollowerZKHeapMB, o.FollowerZnodes)
 	p("The leader takes open-loop setData at %.0f/s; after %v of steady state a follower is killed and its data set aside (ZooKeeper: its version-2 directories, myid kept; zkd: its data directory, the member started again with `-join`, as the README says to restore a member), and started again. ", o.FollowerRate, o.FailoverSteady)
 	p("Serving: from its launch until a session on it reads the tree's last znode; the leader's latencies are the writes' while it was filled.\n\n")
-	var zk, zd *followerRecord
-	for i := range rep.Follower {
-		switch rep.Follower[i].Server {
-		case kindZooKeeper:
-			zk = &rep.Follower[i]
-		case kindZkd:
-			zd = &rep.Follower[i]
-		}
-	}
+	t := newSides(p, rep.Follower, func(r *followerRecord) string { return r.Server })
 	row := func(what string, f func(*followerRecord) float64, prec int, ratioToo bool, goal string) {
-		cell := func(r *followerRecord) string {
-			if r == nil {
-				return ""
-			}
-			return fmt.Sprintf("%.*f", prec, f(r))
-		}
-		rt := ""
-		if ratioToo && zk != nil && zd != nil && f(zk) != 0 && f(zd) != 0 {
-			rt = ratio(f(zd), f(zk))
-		}
-		p("| %s | %s | %s | %s | %s |\n", what, cell(zk), cell(zd), rt, goal)
+		t.row(what, f, prec, false, ratioToo, goal)
 	}
 	p("| follower filled | ZooKeeper 3.8 | zkd | zkd/ZooKeeper | goal |\n|---|---:|---:|---:|---|\n")
 	row("znodes", func(r *followerRecord) float64 { return float64(r.Znodes) }, 0, false, "")
@@ -198,45 +161,14 @@ func renderStandalone(p func(string, ...any), rep *scaleReport) {
 	p("**Restart:** kill -9, relaunch, time until a new session reads the last znode. ")
 	p("**Import:** `zkd import` of ZooKeeper's data directory as ZooKeeper left it (snapshots and transaction logs), then a zkd started on the result, timed until it serves the last znode.\n\n")
 
-	var zk, zd *scaleRecord
-	for i := range rep.Records {
-		switch rep.Records[i].Server {
-		case kindZooKeeper:
-			zk = &rep.Records[i]
-		case kindZkd:
-			zd = &rep.Records[i]
-		}
-	}
-	cell := func(r *scaleRecord, f func(*scaleRecord) string) string {
-		if r == nil {
-			return ""
-		}
-		return f(r)
-	}
-	num := func(f func(*scaleRecord) float64, prec int) func(*scaleRecord) string {
-		return func(r *scaleRecord) string {
-			if v := f(r); v != 0 {
-				return fmt.Sprintf("%.*f", prec, v)
-			}
-			return ""
-		}
-	}
-	ratioOf := func(f func(*scaleRecord) float64) string {
-		if zk == nil || zd == nil || f(zk) == 0 || f(zd) == 0 {
-			return ""
-		}
-		return ratio(f(zd), f(zk))
-	}
+	t := newSides(p, rep.Records, func(r *scaleRecord) string { return r.Server })
+	zk, zd := t.zk, t.zd
 	p("| what | ZooKeeper 3.8 | zkd | zkd/ZooKeeper | goal |\n|---|---:|---:|---:|---|\n")
 	row := func(what string, f func(*scaleRecord) float64, prec int, goal string) {
-		p("| %s | %s | %s | %s | %s |\n", what, cell(zk, num(f, prec)), cell(zd, num(f, prec)), ratioOf(f), goal)
+		t.row(what, f, prec, true, true, goal)
 	}
-	count := func(what string, f func(*scaleRecord) float64) {
-		p("| %s | %s | %s | | |\n", what, cell(zk, num(f, 0)), cell(zd, num(f, 0)))
-	}
-	text := func(what string, f func(*scaleRecord) string, goal string) {
-		p("| %s | %s | %s | | %s |\n", what, cell(zk, f), cell(zd, f), goal)
-	}
+	count := func(what string, f func(*scaleRecord) float64) { t.row(what, f, 0, true, false, "") }
+	text := t.text
 	count("znodes in the tree", func(r *scaleRecord) float64 { return float64(r.Znodes) })
 	count("path + data per znode, B", func(r *scaleRecord) float64 { return chTree{n: r.Znodes}.rawBytes() })
 	row("populate, s", func(r *scaleRecord) float64 { return r.PopulateS }, 1, "")
@@ -309,12 +241,13 @@ func renderStandalone(p func(string, ...any), rep *scaleReport) {
 	}
 	snap("setData p99.9, snapshots off (steady), ms", false, func(f *snapFigures) float64 { return f.P999 }, 2, "")
 	snap("setData p99.9 while snapshots are taken, ms", true, func(f *snapFigures) float64 { return f.P999 }, 2, "≤ 2× steady")
-	row("p99.9 while snapshots are taken / steady", func(r *scaleRecord) float64 {
+	// Each server against itself: a ratio of the two would say nothing.
+	t.row("p99.9 while snapshots are taken / steady", func(r *scaleRecord) float64 {
 		if r.SnapOff == nil || r.SnapOn == nil || r.SnapOff.P999 == 0 {
 			return 0
 		}
 		return r.SnapOn.P999 / r.SnapOff.P999
-	}, 2, "≤ 2")
+	}, 2, true, false, "≤ 2")
 	snap("setData max, snapshots off, ms", false, func(f *snapFigures) float64 { return f.Max }, 1, "")
 	snap("setData max while snapshots are taken, ms", true, func(f *snapFigures) float64 { return f.Max }, 1, "")
 	text("snapshots taken in the run, share of it spent writing them", func(r *scaleRecord) string {
@@ -354,4 +287,52 @@ func short(n int) string {
 		return strconv.FormatFloat(float64(n)/1e3, 'f', -1, 64) + " k"
 	}
 	return strconv.Itoa(n)
+}
+
+// sides writes the rows of a table with a column for ZooKeeper's record and one for zkd's (empty
+// when that server was not measured), then their ratio and the goal.
+type sides[T any] struct {
+	p      func(string, ...any)
+	zk, zd *T
+}
+
+// newSides finds each server's record among recs.
+func newSides[T any](p func(string, ...any), recs []T, server func(*T) string) sides[T] {
+	t := sides[T]{p: p}
+	for i := range recs {
+		switch server(&recs[i]) {
+		case kindZooKeeper:
+			t.zk = &recs[i]
+		case kindZkd:
+			t.zd = &recs[i]
+		}
+	}
+	return t
+}
+
+// row writes f of each record to prec decimals (left blank when zero and blankZero), and with
+// ratioToo zkd/ZooKeeper when both are non-zero.
+func (t sides[T]) row(what string, f func(*T) float64, prec int, blankZero, ratioToo bool, goal string) {
+	cell := func(r *T) string {
+		if r == nil || (blankZero && f(r) == 0) {
+			return ""
+		}
+		return fmt.Sprintf("%.*f", prec, f(r))
+	}
+	rt := ""
+	if ratioToo && t.zk != nil && t.zd != nil && f(t.zk) != 0 && f(t.zd) != 0 {
+		rt = ratio(f(t.zd), f(t.zk))
+	}
+	t.p("| %s | %s | %s | %s | %s |\n", what, cell(t.zk), cell(t.zd), rt, goal)
+}
+
+// text writes f of each record as it is, with no ratio.
+func (t sides[T]) text(what string, f func(*T) string, goal string) {
+	cell := func(r *T) string {
+		if r == nil {
+			return ""
+		}
+		return f(r)
+	}
+	t.p("| %s | %s | %s | | %s |\n", what, cell(t.zk), cell(t.zd), goal)
 }
