@@ -12,8 +12,10 @@ import (
 
 // Barrier blocks waiters while its node exists (the ZooKeeper barrier recipe): a coordinator
 // calls Hold to raise it and Release to let every waiter go. Waiters watch the node with getData,
-// so a waiter on a barrier that is not raised leaves no watch behind. A Barrier is safe for
-// concurrent use.
+// so a waiter on a barrier that is not raised leaves no watch behind. Like any ZooKeeper read,
+// Wait sees its own server's state: on a cluster a waiter told out of band that the barrier was
+// just raised should Sync its connection on the path first, or it may pass. A Barrier is safe
+// for concurrent use.
 type Barrier struct {
 	s    *Session
 	path string

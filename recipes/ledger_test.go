@@ -59,7 +59,21 @@ func (lg *ledger) advance(ctx context.Context, s *Session, tag string) error {
 		case err == nil:
 			return nil
 		case errors.Is(err, zk.ErrBadVersion):
-			lg.conflicts.Add(1) // another holder wrote between our read and our write
+			// Someone wrote between our read and our write. It may be our own earlier write:
+			// one sent before a connection loss can commit after we reconnect to another server
+			// and read there (ZooKeeper allows it too: the outcome of a request in flight at a
+			// connection loss is unknown). This server applied it before refusing ours, so a
+			// read here tells which.
+			data, _, gerr := c.Get(lg.path)
+			if isConnLoss(gerr) {
+				continue
+			}
+			if gerr != nil {
+				return opError("ledger get", lg.path, gerr)
+			}
+			if string(data) != tag {
+				lg.conflicts.Add(1) // another holder wrote between our read and our write
+			}
 			return nil
 		case isConnLoss(err):
 			continue

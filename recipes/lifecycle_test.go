@@ -118,7 +118,7 @@ func TestNewSessionAdoptsConn(t *testing.T) {
 	}
 	l2, err := NewMutex(s, p).TryLock(ctx)
 	if err != nil {
-		t.Fatalf("lock on the new session: %v", err)
+		t.Fatalf("lock on the new session: %v (connection %v, session 0x%x, recipe session 0x%x)", err, conn.State(), conn.SessionID(), s.ID())
 	}
 	if l2.Token().SessionID == sid {
 		t.Fatal("new lease on the expired session")

@@ -286,6 +286,11 @@ func TestBarrier(t *testing.T) {
 	if err := coord.Hold(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// On a cluster s2's server may not have applied s1's create yet; ZooKeeper orders one
+	// session's view only, so s2 syncs first, as a waiter told of the barrier out of band would.
+	if _, err := s2.Conn().Sync(p); err != nil {
+		t.Fatal(err)
+	}
 	var released atomic.Bool
 	done := make(chan error, 3)
 	for range 3 {
