@@ -92,20 +92,30 @@ func frameLen(hdr []byte, maxLen int) (int, error) {
 	return int(n), nil
 }
 
+// BufferedReader is a stream that reads ahead, which a FrameReader can look into without
+// reading further; *bufio.Reader is one.
+type BufferedReader interface {
+	io.Reader
+	// Buffered returns how many bytes are read ahead.
+	Buffered() int
+	// Peek returns the next n bytes without consuming them.
+	Peek(n int) ([]byte, error)
+}
+
 // FrameReader reads successive frames from one stream, reusing one buffer. It is not safe for
 // concurrent use: a connection has one reader goroutine that owns it.
 type FrameReader struct {
-	r   *bufio.Reader
+	r   BufferedReader
 	hdr [FrameHeaderLen]byte
 	buf []byte
 	max int
 }
 
 // NewFrameReader returns a FrameReader over r that refuses frames longer than maxLen (zero or
-// negative means DefaultMaxBuffer). If r is already a *bufio.Reader it is used as is, so a caller
+// negative means DefaultMaxBuffer). If r is already a BufferedReader it is used as is, so a caller
 // may Peek at the first bytes (for a four-letter word) before handing it over.
 func NewFrameReader(r io.Reader, maxLen int) *FrameReader {
-	br, ok := r.(*bufio.Reader)
+	br, ok := r.(BufferedReader)
 	if !ok {
 		br = bufio.NewReader(r)
 	}

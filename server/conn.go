@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -35,7 +34,8 @@ type conn struct {
 	raw  net.Conn
 	mode listenMode
 	nc   net.Conn
-	br   *bufio.Reader
+	// br reads nc: plain, or the decrypted stream of a TLS connection (startTLS).
+	br *connReader
 	// fr reads the requests' frames from br once the handshake began; only the reader uses it.
 	fr     *jute.FrameReader
 	out    *outQueue
@@ -89,9 +89,9 @@ type conn struct {
 	// execCtx is the context the executor waits for writes with; serve sets it before the
 	// reader admits anything.
 	execCtx context.Context
-	// plainBr is the reader newConn gave the connection; startTLS reads the handshake and the
-	// TLS records through it and puts a reader of the decrypted stream in br.
-	plainBr *bufio.Reader
+	// plain reads raw; startTLS reads the handshake and the TLS records through it and puts a
+	// reader of the decrypted stream in br.
+	plain connReader
 	// readsQueued counts admitted requests the executor has yet to execute itself (reads and
 	// the like); readsDone is signalled after each. Writes wait for it to reach zero.
 	readsQueued atomic.Int32
@@ -154,13 +154,10 @@ func newConn(s *Server, nc net.Conn) *conn {
 	if h, _, err := net.SplitHostPort(remote); err == nil {
 		ip = h
 	}
-	br := s.readBuffer(nc)
 	c := &conn{
 		s:         s,
 		raw:       nc,
 		nc:        nc,
-		br:        br,
-		plainBr:   br,
 		out:       newOutQueue(s.cfg.MaxOutboundBytes, max(pressuredOutLimit, 2*s.cfg.MaxFrameSize), s.outBudget),
 		remote:    remote,
 		ip:        ip,
@@ -169,6 +166,8 @@ func newConn(s *Server, nc net.Conn) *conn {
 		readsDone: make(chan struct{}, 1),
 		answered:  make(chan struct{}, 1),
 	}
+	c.plain.reset(nc, &s.readBufs)
+	c.br = &c.plain
 	c.stats.established = time.Now()
 	c.stats.lastOp.Store(-1)
 	c.stats.lastCxid.Store(-1)
@@ -178,27 +177,11 @@ func newConn(s *Server, nc net.Conn) *conn {
 	return c
 }
 
-// readBufSize is a connection's read buffer: room for dozens of pipelined requests of usual
-// size per read, and little to hold on each of thousands of idle connections. A frame larger than
-// it is read straight into its own buffer.
-const readBufSize = 4 << 10
-
-// readBuffer returns a read buffer over nc: that of an ended connection when there is one.
-func (s *Server) readBuffer(nc net.Conn) *bufio.Reader {
-	if br, ok := s.readBufs.Get().(*bufio.Reader); ok {
-		br.Reset(nc)
-		return br
-	}
-	return bufio.NewReaderSize(nc, readBufSize)
-}
-
-// releaseBuffers gives the connection's read buffer to a later connection, and drops what is
-// left in its request queue. It is called once the reader and the executor have ended: nothing
-// reads the buffer any more (no frame or record refers into it: FrameReader copies each frame
-// out) and nothing queues requests. What is still queued was never answered; it is counted as
-// stale. The read buffer of a TLS connection is not reused: the TLS connection keeps reading
-// through it, and were anything ever to read that connection late, it would read another client's
-// bytes.
+// releaseBuffers gives a read buffer the connection borrowed back for later connections, and
+// drops what is left in its request queue. It is called once the reader and the executor have
+// ended: nothing reads the connection any more (no frame or record refers into a read buffer:
+// FrameReader copies each frame out) and nothing queues requests. What is still queued was never
+// answered; it is counted as stale.
 func (c *conn) releaseBuffers() {
 	c.out.release()
 	c.exec.Lock()
@@ -209,10 +192,8 @@ func (c *conn) releaseBuffers() {
 		c.s.m.stale.Add(1)
 		c.leaveProcess(r)
 	}
-	if c.nc == c.raw {
-		c.plainBr.Reset(nil)
-		c.s.readBufs.Put(c.plainBr)
-	}
+	c.br.release()
+	c.plain.release()
 }
 
 func (c *conn) session() int64     { return c.sid.Load() }
@@ -322,7 +303,7 @@ func (c *conn) readLoop(ctx context.Context) error {
 		return err
 	}
 	if word := string(head); isFourLetterWord(word) {
-		_, _ = c.br.Discard(4)
+		c.br.Discard(4)
 		c.flw.Store(true)
 		c.stats.received.Add(1) // the word, as ZooKeeper counts it
 		return c.fourLetterWord(ctx, word)

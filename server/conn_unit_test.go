@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bufio"
 	"io"
 	"net"
 	"testing"
@@ -31,25 +30,10 @@ func TestReleasedConnBuffersStartClean(t *testing.T) {
 
 	nc, peer := net.Pipe()
 	t.Cleanup(func() { _ = nc.Close(); _ = peer.Close() })
-	br := s.readBuffer(nc)
+	c = newConn(s, nc)
 	go func() { _, _ = peer.Write([]byte("ruok")) }()
 	got := make([]byte, 4)
-	if _, err := io.ReadFull(br, got); err != nil || string(got) != "ruok" {
+	if _, err := io.ReadFull(c.br, got); err != nil || string(got) != "ruok" {
 		t.Fatalf("new connection's reader read %q, %v; want the new socket's bytes", got, err)
-	}
-}
-
-// A TLS connection's plain reader is not handed on: the TLS connection reads through it.
-func TestTLSConnReaderIsNotReused(t *testing.T) {
-	s := newServer(Config{}.withDefaults())
-	t.Cleanup(s.cancel)
-	raw, rawPeer := net.Pipe()
-	tlsSide, tlsPeer := net.Pipe() // stands in for the TLS connection over raw
-	t.Cleanup(func() { _ = raw.Close(); _ = rawPeer.Close(); _ = tlsSide.Close(); _ = tlsPeer.Close() })
-	c := newConn(s, raw)
-	c.nc = tlsSide
-	c.releaseBuffers()
-	if br, ok := s.readBufs.Get().(*bufio.Reader); ok && br != nil {
-		t.Fatal("a TLS connection's reader went back to the pool")
 	}
 }

@@ -53,8 +53,8 @@ type Server struct {
 	wg     sync.WaitGroup
 	// workers run the connections' goroutines (workers.go).
 	workers *workers
-	// readBufs keeps the read buffers of ended connections for new ones (conn.go): under
-	// session churn they were most of the bytes the server allocated.
+	// readBufs holds the read buffers connections borrow while their stream fills one
+	// (connreader.go) and give back once drained: an idle connection holds none.
 	readBufs sync.Pool
 	// outBudget bounds the bytes queued for all clients (Config.MaxTotalOutboundBytes; out.go).
 	outBudget *outBudget

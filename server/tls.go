@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bufio"
 	"crypto/tls"
 	"log/slog"
 	"net"
@@ -26,11 +25,11 @@ const (
 // byte, and no four-letter word starts with 0x16.
 const tlsHandshakeRecord = 0x16
 
-// bufferedConn reads through the connection's bufio.Reader, so that bytes already peeked from
-// the socket (port unification) reach the TLS layer.
+// bufferedConn reads through the connection's reader, so that bytes already peeked from the
+// socket (port unification) reach the TLS layer.
 type bufferedConn struct {
 	net.Conn
-	r *bufio.Reader
+	r *connReader
 }
 
 func (b *bufferedConn) Read(p []byte) (int, error) { return b.r.Read(p) }
@@ -65,7 +64,8 @@ func (c *conn) startTLS() bool {
 		return false
 	}
 	c.nc = tc
-	c.br = bufio.NewReaderSize(tc, readBufSize)
+	c.br = &connReader{}
+	c.br.reset(tc, &s.readBufs)
 	c.x509Auth(tc.ConnectionState())
 	return true
 }
