@@ -55,10 +55,8 @@ type fsm struct {
 	snapshots bool
 	// metrics receives the apply, propagation and snapshot times (metrics.go); nil in some tests.
 	metrics *metrics
-	// snapDir is the directory raft's file snapshot store writes under ("" in memory); paced
-	// counts the snapshot chunks written out early.
-	snapDir string
-	paced   atomic.Int64
+	// paced counts the snapshot chunks written out early (storage.PersistSnapshot).
+	paced atomic.Int64
 	// done is ApplyBatch's scratch list of the entries it applied.
 	done []appliedEntry
 }
@@ -283,7 +281,7 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	v := f.view()
 	f.obs.snapshotStarting(f.sinceSnap.Load(), f.entsSinceSnap.Load(), v.DataSize())
 	f.resetSnapCount()
-	s := &fsmSnapshot{view: v, start: time.Now(), dir: f.snapDir, paced: &f.paced}
+	s := &fsmSnapshot{view: v, start: time.Now(), paced: &f.paced}
 	if f.metrics != nil {
 		s.times = f.metrics.snapshot
 	}
@@ -314,14 +312,13 @@ type fsmSnapshot struct {
 	view  *znode.View
 	start time.Time
 	times *metric.Summary // snapshottime; nil when not measured
-	dir   string          // the node's data directory ("" in memory), to pace the file's writeback
 	paced *atomic.Int64
 }
 
 // Persist streams the view into the sink; raft's snapshot store checksums and fsyncs it. The
 // file's pages are written out chunk by chunk as it grows (storage.PersistSnapshot).
 func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
-	if err := storage.PersistSnapshot(sink, s.dir, s.view, func() { s.paced.Add(1) }); err != nil {
+	if err := storage.PersistSnapshot(sink, s.view, func() { s.paced.Add(1) }); err != nil {
 		_ = sink.Cancel()
 		return fmt.Errorf("consensus: persist snapshot: %w", err)
 	}

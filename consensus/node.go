@@ -209,7 +209,6 @@ func (n *Node) open() error {
 		}
 		n.store, n.disk.segSize = st, st.SegmentSize
 		n.disk.warnSmallVolume(st.Dir)
-		n.fsm.snapDir = st.Dir
 		if st.TornBytes > 0 {
 			last, _ := st.Log.LastIndex()
 			n.log.Warn("the log ended in an append a crash interrupted; it was never acknowledged and is dropped",

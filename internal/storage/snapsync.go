@@ -38,12 +38,9 @@ func (c *chunkSyncer) Write(p []byte) (int, error) {
 
 // snapshotFile opens the state file raft's FileSnapshotStore is writing for the snapshot id under
 // dir (dir/snapshots/<id>.tmp/state.bin), to push its pages out while it is written. It returns
-// nil when there is no such file (an in-memory store, or a layout this code does not know): the
-// snapshot is then written as before, only without the pacing.
+// nil when there is no such file (a layout this code does not know): the snapshot is then written
+// as before, only without the pacing.
 func snapshotFile(dir, id string) *os.File {
-	if dir == "" {
-		return nil
-	}
 	f, err := os.Open(filepath.Join(dir, "snapshots", id+".tmp", "state.bin"))
 	if err != nil {
 		return nil
@@ -51,22 +48,14 @@ func snapshotFile(dir, id string) *os.File {
 	return f
 }
 
-// PersistSnapshot writes v into sink, a snapshot that raft's file snapshot store under dir (""
-// for a store in memory) is writing, pushing the file's pages out chunk by chunk as it grows
-// (SnapshotSyncChunk); paced, if not nil, is called for each chunk pushed.
-func PersistSnapshot(sink io.Writer, dir string, v *znode.View, paced func()) error {
-	var out io.Writer = sink
-	if s, ok := sink.(interface{ ID() string }); ok {
-		if f := snapshotFile(dir, s.ID()); f != nil {
-			defer f.Close()
-			out = &chunkSyncer{w: sink, chunk: SnapshotSyncChunk, sync: func(off, n int64) {
-				writeOut(f, off, n)
-				if paced != nil {
-					paced()
-				}
-			}}
-		}
+// PersistSnapshot writes v into sink. A sink of the snapshot store Open returns pushes its file's
+// pages out chunk by chunk as it grows (summingSink); paced, if not nil, is then called for each
+// chunk pushed.
+func PersistSnapshot(sink io.Writer, v *znode.View, paced func()) error {
+	if k, ok := sink.(*summingSink); ok {
+		k.paced = paced
 	}
+	out := sink
 	bw := bufio.NewWriterSize(out, 1<<16)
 	if err := writeSnapshot(bw, v); err != nil {
 		return err

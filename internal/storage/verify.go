@@ -177,7 +177,17 @@ func (s checkedSnapshots) Create(version raft.SnapshotVersion, index, term uint6
 	if err != nil {
 		return nil, err
 	}
-	return &summingSink{SnapshotSink: sink, root: s.root, reaper: s.reaper}, nil
+	k := &summingSink{SnapshotSink: sink, root: s.root, reaper: s.reaper, out: sink}
+	if f := snapshotFile(filepath.Dir(s.root), sink.ID()); f != nil {
+		k.file = f
+		k.out = &chunkSyncer{w: sink, chunk: SnapshotSyncChunk, sync: func(off, n int64) {
+			writeOut(f, off, n)
+			if k.paced != nil {
+				k.paced()
+			}
+		}}
+	}
+	return k, nil
 }
 
 // Open implements raft.SnapshotStore; the reaper counts the reader (see snapshotReaper).
@@ -188,12 +198,36 @@ func (s checkedSnapshots) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, er
 	return s.reaper.open(id)
 }
 
+// Its file's pages are written out chunk by chunk as it grows (SnapshotSyncChunk), whoever writes
+// it: the FSM persisting its own snapshot (PersistSnapshot), or raft copying one a leader sent. A
+// member that lost its data receives the whole tree that way, and its final fsync would otherwise
+// flush hundreds of megabytes at once, stalling the log fsyncs of every member that shares its
+// disk.
 type summingSink struct {
 	raft.SnapshotSink
 	root   string
 	reaper *snapshotReaper
-	closed bool  // raft closes a sink again after Persist did
-	err    error // what the first Close returned
+	out    io.Writer // the sink, through a chunkSyncer when file is open
+	file   *os.File  // the snapshot's state file, to write its pages out; nil: not paced
+	paced  func()    // called for each chunk written out (PersistSnapshot's caller)
+	closed bool      // raft closes a sink again after Persist did
+	err    error     // what the first Close returned
+}
+
+// Write implements raft.SnapshotSink.
+func (k *summingSink) Write(p []byte) (int, error) { return k.out.Write(p) }
+
+// Cancel implements raft.SnapshotSink.
+func (k *summingSink) Cancel() error {
+	k.closeFile()
+	return k.SnapshotSink.Cancel()
+}
+
+func (k *summingSink) closeFile() {
+	if k.file != nil {
+		_ = k.file.Close()
+		k.file = nil
+	}
 }
 
 // Close completes the snapshot, then records the checksum of its metadata, then deletes the
@@ -207,6 +241,7 @@ func (k *summingSink) Close() error {
 }
 
 func (k *summingSink) close() error {
+	k.closeFile()
 	if err := k.SnapshotSink.Close(); err != nil {
 		return err
 	}
