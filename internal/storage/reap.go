@@ -107,7 +107,7 @@ func (r *snapshotReaper) open(id string) (*raft.SnapshotMeta, io.ReadCloser, err
 	}
 	r.readers[id]++ // before the file opens: reap checks after it has moved the file away
 	r.mu.Unlock()
-	meta, rc, err := r.store.Open(id)
+	meta, rc, err := openSnapshot(r.store, id)
 	if err != nil {
 		r.release(id)
 		return nil, nil, err

@@ -6,8 +6,6 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/hashicorp/go-hclog"
-
 	"github.com/zkd-io/zkd/internal/third_party/raft"
 )
 
@@ -48,12 +46,7 @@ func TestShrinkGently(t *testing.T) {
 
 // raft closes a snapshot sink again after Persist closed it; the second Close does nothing.
 func TestSummingSinkClosesOnce(t *testing.T) {
-	dir := t.TempDir()
-	fss, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, hclog.NewNullLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := checkedSnapshots{FileSnapshotStore: fss, root: filepath.Join(dir, snapshotsDirName)}
+	store := newTestSnapshots(t)
 	sink, err := store.Create(raft.SnapshotVersionMax, 10, 1, raft.Configuration{}, 1, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +57,7 @@ func TestSummingSinkClosesOnce(t *testing.T) {
 	if err := sink.Close(); err != nil {
 		t.Fatal(err)
 	}
-	sum := filepath.Join(dir, snapshotsDirName, sink.ID(), metaSumName)
+	sum := filepath.Join(store.root, sink.ID(), metaSumName)
 	if err := os.Remove(sum); err != nil {
 		t.Fatalf("meta.sum after the first Close: %v", err)
 	}

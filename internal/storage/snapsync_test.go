@@ -16,12 +16,7 @@ import (
 // file written out chunk by chunk as it arrives, as one the node persists itself does, and reads
 // back whole.
 func TestReceivedSnapshotWritesOutAsItArrives(t *testing.T) {
-	dir := t.TempDir()
-	fss, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, hclog.NewNullLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := checkedSnapshots{FileSnapshotStore: fss, root: filepath.Join(dir, snapshotsDirName)}
+	store := newTestSnapshots(t)
 	sink, err := store.Create(raft.SnapshotVersionMax, 10, 1, raft.Configuration{}, 1, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -51,4 +46,16 @@ func TestReceivedSnapshotWritesOutAsItArrives(t *testing.T) {
 	if err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("read back %d bytes (%v); want the %d written", len(got), err, len(want))
 	}
+}
+
+// newTestSnapshots returns the store Open builds over raft's file snapshot store, in a new
+// directory (dir/snapshots), without the reaper.
+func newTestSnapshots(t *testing.T) checkedSnapshots {
+	t.Helper()
+	dir := t.TempDir()
+	fss, err := raft.NewFileSnapshotStoreWithLogger(dir, 5, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return checkedSnapshots{FileSnapshotStore: fss, root: filepath.Join(dir, snapshotsDirName)}
 }

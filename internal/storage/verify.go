@@ -2,6 +2,7 @@ package storage
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -104,25 +105,59 @@ func cmpDesc(a, b uint64) int {
 	return 1
 }
 
-// checkSnapshot reads a snapshot's state file through raft's store, which compares it with the
-// CRC-64 in its metadata, and checks its header.
-func checkSnapshot(fss raft.SnapshotStore, si snapshotInfo) error {
+// checkSnapshot reads a snapshot's state file whole and checks it: a chunked one chunk by chunk
+// up to its end chunk and the end of the file, any other against the CRC-64 in raft's metadata.
+func checkSnapshot(fss *raft.FileSnapshotStore, si snapshotInfo) error {
 	state := filepath.Join(si.dir, "state.bin")
-	meta, rc, err := fss.Open(si.ID)
+	damaged := func(index uint64, err error) error {
+		return &DamageError{File: state, Problem: fmt.Sprintf("snapshot %s (index %d): %v", si.ID, index, err)}
+	}
+	meta, rc, err := openSnapshot(fss, si.ID)
 	if err != nil {
-		return &DamageError{File: state, Problem: fmt.Sprintf("snapshot %s (index %d): %v", si.ID, si.Index, err)}
+		return damaged(si.Index, err)
 	}
 	defer rc.Close()
-	if _, err := snapshotBody(bufio.NewReader(rc)); err != nil {
-		return &DamageError{File: state, Problem: fmt.Sprintf("snapshot %s (index %d): %v", si.ID, meta.Index, err)}
+	br := bufio.NewReader(rc)
+	body, err := snapshotBody(br)
+	if err != nil {
+		return damaged(meta.Index, err)
+	}
+	if fr, ok := body.(*frameReader); ok {
+		if _, err := io.Copy(io.Discard, fr); err != nil {
+			return damaged(meta.Index, err)
+		}
+		if _, err := br.Peek(1); !errors.Is(err, io.EOF) {
+			return damaged(meta.Index, errors.New("bytes after the end chunk"))
+		}
 	}
 	return nil
+}
+
+// openSnapshot opens snapshot id of fss for reading. A snapshot in the chunked format checks
+// every chunk as it is read (frameReader), so raft's pass comparing the whole file with the CRC-64
+// in its metadata is skipped for it: that pass read and hashed the file once more before anything
+// could use it (a leader sending it to a member, a restore), 1.1 s at 10 M znodes. Any other
+// snapshot is opened through that pass.
+func openSnapshot(fss *raft.FileSnapshotStore, id string) (*raft.SnapshotMeta, io.ReadCloser, error) {
+	meta, rc, err := fss.OpenUnverified(id)
+	if err != nil {
+		return nil, nil, err
+	}
+	var hdr [5]byte
+	if _, err := io.ReadFull(rc, hdr[:]); err == nil && [4]byte(hdr[:4]) == snapshotMagic && hdr[4] == snapshotVersion {
+		return meta, struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(hdr[:]), rc), rc}, nil
+	}
+	_ = rc.Close()
+	return fss.Open(id)
 }
 
 // checkState verifies a data directory before Raft is given it: every log entry, the newest
 // snapshot (all of them when all is set), that the log joins the snapshot, and that no entry
 // recorded as durable went missing.
-func checkState(dir string, store *CheckedStore, fss raft.SnapshotStore, all bool) error {
+func checkState(dir string, store *CheckedStore, fss *raft.FileSnapshotStore, all bool) error {
 	first, last, err := store.verifyAll(dir)
 	if err != nil {
 		return err
@@ -190,10 +225,11 @@ func (s checkedSnapshots) Create(version raft.SnapshotVersion, index, term uint6
 	return k, nil
 }
 
-// Open implements raft.SnapshotStore; the reaper counts the reader (see snapshotReaper).
+// Open implements raft.SnapshotStore (openSnapshot); the reaper counts the reader (see
+// snapshotReaper).
 func (s checkedSnapshots) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, error) {
 	if s.reaper == nil {
-		return s.FileSnapshotStore.Open(id)
+		return openSnapshot(s.FileSnapshotStore, id)
 	}
 	return s.reaper.open(id)
 }
