@@ -112,6 +112,10 @@ type conn struct {
 	// hands it to the writer with its reply. Only the executor touches it, or the reader while the
 	// executor has nothing to do (a read it answers itself, admit).
 	timing *request
+	// answering is the request being answered (complete): its latency is recorded as its reply
+	// is queued, before the client can see the reply, so that a client reading mntr after a reply
+	// finds that request counted, as in ZooKeeper. Touched as timing is.
+	answering *request
 
 	stopOnce sync.Once
 	// endReason and endErr say why the connection ended: set once, by whoever closed it first

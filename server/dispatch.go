@@ -20,6 +20,9 @@ func (c *conn) reply(xid int32, zxid int64, code jute.Code, body jute.Record) {
 // has: ZooKeeper sends it a null token, and its Java client reads that token to learn that the
 // authentication failed.
 func (c *conn) replyFrame(xid int32, zxid int64, code jute.Code, body jute.Record, errBody bool) {
+	if r := c.answering; r != nil {
+		c.recordLatency(r)
+	}
 	timed := c.timing
 	if timed != nil {
 		timed.answered = time.Since(timed.arrived)
@@ -43,10 +46,12 @@ func (c *conn) replyFrame(xid int32, zxid int64, code jute.Code, body jute.Recor
 	c.stats.lastResp.Store(time.Now().UnixMilli())
 }
 
-// recordLatency records an answered request's latency: in the connection's figures (cons) and
-// the server's (a read or an update, and by op).
-func (c *conn) recordLatency(op jute.Op, update bool, d time.Duration) {
-	c.s.m.request(op, update, d)
+// recordLatency records the latency of r, which complete is answering: in the connection's figures
+// (cons) and the server's (a read or an update, and by op).
+func (c *conn) recordLatency(r *request) {
+	c.answering = nil
+	d := time.Since(r.arrived)
+	c.s.m.request(r.hdr.Type, r.pending != nil, d)
 	ms := d.Milliseconds()
 	c.stats.lastLatency.Store(ms)
 	c.stats.sumLatency.Add(ms)

@@ -435,7 +435,12 @@ func (c *conn) executor() {
 func (c *conn) complete(ctx context.Context, r *request) bool {
 	s := c.s
 	defer c.leaveProcess(r)
-	defer func() { c.recordLatency(r.hdr.Type, r.pending != nil, time.Since(r.arrived)) }()
+	c.answering = r
+	defer func() {
+		if c.answering == r { // ended without a reply
+			c.recordLatency(r)
+		}
+	}()
 	if s.slow.on() {
 		r.started = time.Since(r.arrived)
 		c.timing = r // its reply is timed (reply)
