@@ -97,8 +97,9 @@ func TestConnReaderHoldsBackAnErrorWithData(t *testing.T) {
 }
 
 // An idle connection holds no read buffer: a client that sends one request at a time is read
-// through the small array, a pipelined burst through a borrowed buffer that goes back to the pool
-// once the burst is read.
+// through the small array, a pipelined burst through a borrowed buffer that is given back once the
+// burst is read. (Whether the pool then holds it is the pool's business: under -race sync.Pool
+// drops a share of what it is given.)
 func TestConnReaderBorrowsOnlyForABurst(t *testing.T) {
 	var pool sync.Pool
 	srv, cli := net.Pipe()
@@ -144,8 +145,5 @@ func TestConnReaderBorrowsOnlyForABurst(t *testing.T) {
 	}
 	if l.big != nil {
 		t.Fatal("the connection kept the buffer after the burst")
-	}
-	if pool.Get() == nil {
-		t.Fatal("the borrowed buffer did not go back to the pool")
 	}
 }
