@@ -36,12 +36,12 @@ func (c *chunkSyncer) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// snapshotFile opens the state file raft's FileSnapshotStore is writing for the snapshot id under
-// dir (dir/snapshots/<id>.tmp/state.bin), to push its pages out while it is written. It returns
+// snapshotFile opens the state file raft's FileSnapshotStore is writing for the snapshot id in its
+// snapshots directory root (root/<id>.tmp/state.bin), to push its pages out while it is written. It returns
 // nil when there is no such file (a layout this code does not know): the snapshot is then written
 // as before, only without the pacing.
-func snapshotFile(dir, id string) *os.File {
-	f, err := os.Open(filepath.Join(dir, "snapshots", id+".tmp", "state.bin"))
+func snapshotFile(root, id string) *os.File {
+	f, err := os.Open(filepath.Join(root, id+".tmp", "state.bin"))
 	if err != nil {
 		return nil
 	}
@@ -55,8 +55,7 @@ func PersistSnapshot(sink io.Writer, v *znode.View, paced func()) error {
 	if k, ok := sink.(*summingSink); ok {
 		k.paced = paced
 	}
-	out := sink
-	bw := bufio.NewWriterSize(out, 1<<16)
+	bw := bufio.NewWriterSize(sink, 1<<16)
 	if err := writeSnapshot(bw, v); err != nil {
 		return err
 	}

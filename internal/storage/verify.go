@@ -213,7 +213,7 @@ func (s checkedSnapshots) Create(version raft.SnapshotVersion, index, term uint6
 		return nil, err
 	}
 	k := &summingSink{SnapshotSink: sink, root: s.root, reaper: s.reaper, out: sink}
-	if f := snapshotFile(filepath.Dir(s.root), sink.ID()); f != nil {
+	if f := snapshotFile(s.root, sink.ID()); f != nil {
 		k.file = f
 		k.out = &chunkSyncer{w: sink, chunk: SnapshotSyncChunk, sync: func(off, n int64) {
 			writeOut(f, off, n)
