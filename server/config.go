@@ -95,7 +95,11 @@ type Config struct {
 	// MaxClientConns limits the client connections from one IP address (maxClientCnxns).
 	// Zero means 60; negative means unlimited.
 	MaxClientConns int
-	// MaxConns limits the client connections in total (maxCnxns). Zero or negative means unlimited.
+	// MaxConns limits the client connections in total (maxCnxns). Zero or negative means no limit
+	// beyond the file descriptors': whatever it says, the server holds no more client connections
+	// than its file descriptor limit (RLIMIT_NOFILE) allows after keeping a twentieth of it (at
+	// least 256, at most 4096) for storage, peers and the admin server, so that a connection storm
+	// cannot leave it unable to write its log.
 	MaxConns int
 	// ClientTCPKeepAlive turns on TCP keep-alive for the client connections the server accepts
 	// (clientTcpKeepAlive). Off by default, as in ZooKeeper: sessions have their own pings and

@@ -46,7 +46,13 @@ type Server struct {
 	afterFire atomic.Pointer[func(zxid int64)]
 	// notServingSince is when the server stopped serving (unix ns), 0 while it serves.
 	notServingSince atomic.Int64
-	started         time.Time
+	// maxConns is the most client connections held at once (connLimit; 0: no limit), set by
+	// the file descriptor limit rather than MaxConns when maxConnsByFDs; limitWarned is when a
+	// refusal at it was last logged (unix ns).
+	maxConns      int
+	maxConnsByFDs bool
+	limitWarned   atomic.Int64
+	started       time.Time
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -124,6 +130,7 @@ func start(cfg Config, open func(*Server) (backend, error)) (*Server, error) {
 
 func newServer(cfg Config) *Server {
 	s := &Server{cfg: cfg, log: cfg.Logger, started: time.Now()}
+	s.maxConns, s.maxConnsByFDs = connLimit(cfg.MaxConns, maxFDs())
 	s.slow = newSlowLog(cfg.SlowRequestThreshold, cfg.Logger)
 	s.intro.traceMask.Store(defaultTraceMask)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -177,6 +184,10 @@ func (s *Server) run(c backend) error {
 	s.wg.Go(s.housekeeping)
 	if s.ln != nil {
 		s.log.Info("serving clients", "addr", s.ln.Addr().String(), "portUnification", s.cfg.PortUnification, "serverID", s.cfg.ServerID)
+	}
+	if s.maxConnsByFDs {
+		s.log.Info("client connections limited by the file descriptor limit, leaving the rest for storage and peers",
+			"maxConns", s.maxConns, "fds", maxFDs(), "maxCnxns", s.cfg.MaxConns)
 	}
 	if s.secureLn != nil {
 		s.log.Info("serving clients over TLS", "addr", s.secureLn.Addr().String(), "serverID", s.cfg.ServerID)
@@ -431,7 +442,7 @@ func (s *Server) acceptLoop(ln net.Listener, mode listenMode) {
 		c.mode = mode
 		if reason := s.admit(c); reason != "" {
 			s.m.connRejected.Inc()
-			s.log.Debug("connection refused", "remote", c.remote, "reason", reason)
+			s.logRefused(c, reason)
 			_ = nc.Close()
 			continue
 		}
@@ -448,12 +459,35 @@ func (s *Server) admit(c *conn) string {
 		return "shutting down"
 	case s.cfg.MaxClientConns > 0 && s.mu.perIP[c.ip] >= s.cfg.MaxClientConns:
 		return "too many connections from this address (maxClientCnxns)"
-	case s.cfg.MaxConns > 0 && len(s.mu.conns) >= s.cfg.MaxConns:
+	case s.maxConns > 0 && len(s.mu.conns) >= s.maxConns && s.maxConnsByFDs:
+		return errTooManyForFDs
+	case s.maxConns > 0 && len(s.mu.conns) >= s.maxConns:
 		return "too many connections (maxCnxns)"
 	}
 	s.mu.conns[c] = struct{}{}
 	s.mu.perIP[c.ip]++
 	return ""
+}
+
+// errTooManyForFDs is admit's reason when the file descriptor limit bounds the connections.
+const errTooManyForFDs = "too many connections for the file descriptor limit (ulimit -n)"
+
+// logRefused logs a connection refused at accept. A refusal at the bound the file descriptor
+// limit sets is something an operator must hear of (raise ulimit -n, or spread the clients), so
+// it is logged as a warning, at most every ten seconds; the others at debug level, as before.
+func (s *Server) logRefused(c *conn, reason string) {
+	if reason != errTooManyForFDs {
+		s.log.Debug("connection refused", "remote", c.remote, "reason", reason)
+		return
+	}
+	now := time.Now().UnixNano()
+	last := s.limitWarned.Load()
+	if now-last < int64(10*time.Second) || !s.limitWarned.CompareAndSwap(last, now) {
+		s.log.Debug("connection refused", "remote", c.remote, "reason", reason)
+		return
+	}
+	s.log.Warn("connection refused: at the client connection limit the file descriptor limit allows; "+
+		"raise ulimit -n to hold more", "remote", c.remote, "limit", s.maxConns, "fds", maxFDs())
 }
 
 // attach makes c the connection of its session, closing the session's previous connection on
