@@ -1,6 +1,9 @@
 package server
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 func TestConnLimitLeavesDescriptorsForStorage(t *testing.T) {
 	for _, tc := range []struct {
@@ -21,6 +24,24 @@ func TestConnLimitLeavesDescriptorsForStorage(t *testing.T) {
 		got, byFDs := connLimit(tc.maxConns, tc.fds)
 		if got != tc.want || byFDs != tc.byFDs {
 			t.Errorf("connLimit(%d, %d) = %d, %v; want %d, %v", tc.maxConns, tc.fds, got, byFDs, tc.want, tc.byFDs)
+		}
+	}
+}
+
+func TestStrandGraceKeepsLongSessionsThroughAnElection(t *testing.T) {
+	const tick, silence = 2 * time.Second, 2 * time.Second
+	for _, tc := range []struct {
+		timeoutMs int32
+		want      time.Duration
+	}{
+		{0, tick},                 // no session yet
+		{4000, tick},              // the shortest session: a tick, as before
+		{10000, 3 * time.Second},  // kazoo's default
+		{30000, 13 * time.Second}, // zkbench hold's
+		{40000, 18 * time.Second}, // the longest at the stock tickTime
+	} {
+		if got := strandGrace(tick, silence, tc.timeoutMs); got != tc.want {
+			t.Errorf("strandGrace(%v, %v, %d) = %v; want %v", tick, silence, tc.timeoutMs, got, tc.want)
 		}
 	}
 }

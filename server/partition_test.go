@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zkd-io/zkd/internal/testkit"
 	"github.com/zkd-io/zkd/internal/testkit/raftnet"
 	"github.com/zkd-io/zkd/jute"
 	"github.com/zkd-io/zkd/server"
@@ -12,7 +13,7 @@ import (
 
 // startFabricCluster starts a 3-server cluster whose peer traffic runs over a fault-injecting
 // fabric, so a test can cut a server off.
-func startFabricCluster(t *testing.T) (*raftnet.Fabric, []*server.Server, []string) {
+func startFabricCluster(t *testing.T, opts ...func(*server.Config)) (*raftnet.Fabric, []*server.Server, []string) {
 	t.Helper()
 	fabric := raftnet.New()
 	names := []string{"1", "2", "3"}
@@ -37,6 +38,9 @@ func startFabricCluster(t *testing.T) (*raftnet.Fabric, []*server.Server, []stri
 		cfg.TickTime = 200 * time.Millisecond
 		cfg.Consensus.Network = lns[i]
 		cfg.Consensus.HeartbeatTimeout = 150 * time.Millisecond
+		for _, o := range opts {
+			o(&cfg)
+		}
 		s, err := server.Start(cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -109,5 +113,49 @@ func TestCutOffServerDropsClients(t *testing.T) {
 	r3 := rawSession(t, servers[victim].Addr())
 	if _, err := r3.Do(jute.OpExists, &jute.ExistsRequest{Path: "/survivor"}, &jute.ExistsResponse{}); err != nil {
 		t.Errorf("exists on the healed server: %v", err)
+	}
+}
+
+// A server that stops serving keeps a client whose session is long enough to outlast the
+// outage: sessions cannot expire while no leader is established (a new one gives each a full
+// timeout), so sending every client to reconnect elsewhere at once only makes a storm. Here the
+// follower is cut off for many ticks, but far less than half the session's timeout, and the
+// client is still connected, with its session, when it rejoins.
+func TestLongSessionOutlastsAShortOutage(t *testing.T) {
+	fabric, servers, names := startFabricCluster(t, func(c *server.Config) { c.MaxSessionTimeout = time.Minute })
+	victim := -1
+	for i, s := range servers {
+		if s.Stats().Mode == "follower" {
+			victim = i
+			break
+		}
+	}
+	if victim < 0 {
+		t.Fatal("no follower")
+	}
+	r := dialRaw(t, servers[victim].Addr())
+	if err := r.NewSession(40000); err != nil {
+		t.Fatal(err)
+	}
+	mustCreate(t, r, "/kept", openACL, jute.ModeEphemeral)
+
+	fabric.Isolate(names[victim], names)
+	if !testkit.Until(10*time.Second, func() bool { return !servers[victim].Serving() }) {
+		t.Fatal("the cut-off server still serves")
+	}
+	// Five ticks not serving: a connection with a minimal session would have been closed.
+	time.Sleep(5 * 200 * time.Millisecond)
+	fabric.Heal()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := servers[victim].WaitServing(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var eph jute.GetEphemeralsResponse
+	if _, err := r.Do(jute.OpGetEphemerals, &jute.GetEphemeralsRequest{}, &eph); err != nil {
+		t.Fatalf("the client of the server that rejoined: %v", err)
+	}
+	if len(eph.Ephemerals) != 1 {
+		t.Errorf("ephemerals = %v; want [/kept]", eph.Ephemerals)
 	}
 }

@@ -393,6 +393,49 @@ func (s *Server) dropClients(r closeReason, why string) {
 	}
 }
 
+// dropStranded closes the connections that have stayed on this server, which has not served for
+// d, as long as their sessions allow (strandGrace), and logs how many once per sweep.
+func (s *Server) dropStranded(d time.Duration) {
+	var drop []*conn
+	s.mu.Lock()
+	for c := range s.mu.conns {
+		if d >= strandGrace(s.cfg.TickTime, s.leaderSilence(), c.timeout.Load()) {
+			drop = append(drop, c)
+		}
+	}
+	s.mu.Unlock()
+	if len(drop) == 0 {
+		return
+	}
+	s.log.Info("closing client connections", "reason", "lost contact with the leader", "count", len(drop), "notServingFor", d.Round(time.Millisecond))
+	for _, c := range drop {
+		c.abort(closeNotServing, nil)
+	}
+}
+
+// strandGrace is how long a connection whose session timeout is timeoutMs (0 before its
+// handshake) stays on a server that stopped serving before the server closes it; silence is how
+// long before it stopped serving the server may have last heard from its leader.
+//
+// A server stops serving when it loses its leader: the leader died and an election is on, or
+// this server is cut off from a leader that lives on. Only in the second case can sessions
+// expire meanwhile (a new leader gives every session a full timeout), and there a client must
+// move before its session times out: the leader last heard of it about when this server last
+// heard from the leader. So a connection stays half its session timeout less that silence, and
+// at least a tick: a client with a minimal session (two ticks) is closed after a tick, as before,
+// while one with 30 s is kept through an election of up to 13 s instead of being sent, with every
+// other client of the server, to reconnect at once.
+func strandGrace(tick, silence time.Duration, timeoutMs int32) time.Duration {
+	return max(tick, time.Duration(timeoutMs)*time.Millisecond/2-silence)
+}
+
+// leaderSilence bounds how long before it stops serving a follower may have last heard from its
+// leader: two heartbeat timeouts (consensus' default heartbeat timeout is half a tick, at least
+// 300 ms).
+func (s *Server) leaderSilence() time.Duration {
+	return max(s.cfg.TickTime, 2*s.cfg.Consensus.HeartbeatTimeout, 600*time.Millisecond)
+}
+
 // acceptRetryable reports whether an accept error passes: the process or the system is out of
 // file descriptors or buffers for the moment, or the connection was gone before it was accepted.
 // The listener keeps serving after them, as ZooKeeper's does: a reconnect storm after a leader
@@ -553,9 +596,9 @@ func (s *Server) connections() []*conn {
 	return out
 }
 
-// housekeeping closes, once this server has not served for a tick (no leader), every client
-// connection, so that clients move to a healthy server, as a ZooKeeper follower that lost its
-// leader does, and announces membership changes. (Connections of sessions that end are closed by
+// housekeeping closes the client connections of a server that has stopped serving (no leader)
+// once staying could cost their sessions (dropStranded), so that clients move to a healthy
+// server, as a ZooKeeper follower that lost its leader does, and announces membership changes. (Connections of sessions that end are closed by
 // the apply hook: sessionsClosed.)
 func (s *Server) housekeeping() {
 	interval := max(s.cfg.TickTime/2, 10*time.Millisecond)
@@ -570,8 +613,8 @@ func (s *Server) housekeeping() {
 		s.slow.flush(time.Now())
 		if !s.cons.Serving() {
 			s.servingChanged(false)
-			if since := s.notServingSince.Load(); since != 0 && time.Since(time.Unix(0, since)) >= s.cfg.TickTime {
-				s.dropClients(closeNotServing, "lost contact with the leader")
+			if since := s.notServingSince.Load(); since != 0 {
+				s.dropStranded(time.Since(time.Unix(0, since)))
 			}
 			continue
 		}
