@@ -125,19 +125,46 @@ func dialClient(addr string, timeout time.Duration, onWatch func(jute.WatcherEve
 
 // dialClientTLS is dialClient over TLS when tc is not nil (a server's secure port).
 func dialClientTLS(addr string, tc *tls.Config, timeout time.Duration, onWatch func(jute.WatcherEvent)) (*client, error) {
-	return dialSession(addr, tc, jute.ConnectRequest{TimeOut: int32(timeout / time.Millisecond), Passwd: make([]byte, 16)}, onWatch)
+	return dialSession(addr, tc, nil, jute.ConnectRequest{TimeOut: int32(timeout / time.Millisecond), Passwd: make([]byte, 16)}, onWatch)
 }
 
-// resumeClient connects to addr and reattaches the session c had (after its connection was
-// lost), as a ZooKeeper client does. A session the server no longer has comes back as an error
-// wrapping jute.CodeSessionExpired.
-func resumeClient(addr string, c *client, onWatch func(jute.WatcherEvent)) (*client, error) {
-	return dialSession(addr, nil, jute.ConnectRequest{TimeOut: int32(c.timeout / time.Millisecond), SessionID: c.sessionID, Passwd: c.passwd}, onWatch)
+// resumeClientFrom connects to addr, from local (nil: any address), and reattaches the session
+// c had (after its connection was lost), as a ZooKeeper client does. A session the server no
+// longer has comes back as an error wrapping jute.CodeSessionExpired.
+func resumeClientFrom(addr string, local *net.TCPAddr, c *client, onWatch func(jute.WatcherEvent)) (*client, error) {
+	return dialSession(addr, nil, local, jute.ConnectRequest{TimeOut: int32(c.timeout / time.Millisecond), SessionID: c.sessionID, Passwd: c.passwd}, onWatch)
 }
 
-// dialSession connects to addr and sends req: a new session, or one to reattach.
-func dialSession(addr string, tc *tls.Config, req jute.ConnectRequest, onWatch func(jute.WatcherEvent)) (*client, error) {
-	nc, err := net.DialTimeout("tcp", addr, 10*time.Second)
+// dialClientFrom is dialClient dialling from local (nil: any address).
+func dialClientFrom(addr string, local *net.TCPAddr, timeout time.Duration) (*client, error) {
+	return dialSession(addr, nil, local, jute.ConnectRequest{TimeOut: int32(timeout / time.Millisecond), Passwd: make([]byte, 16)}, nil)
+}
+
+// sourceFor returns the local address session i of hold process p dials addr from: on loopback,
+// 127.0.X.Y with X and Y spread over 1-250 by p and i, else nil (any). From one source address
+// Linux has about 28,000 ephemeral ports towards a server address; with tens of thousands of
+// sessions on three members, connect() then spent most of the machine's CPU searching for a
+// free port (perf: __inet_check_established) while the sessions reattached, so the load
+// generator, not the servers, set the pace. Clients on many hosts do not share one address.
+func sourceFor(addr string, p, i int) *net.TCPAddr {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.To4() == nil || !ip.IsLoopback() {
+		return nil
+	}
+	return &net.TCPAddr{IP: net.IPv4(127, 0, byte(1+p%250), byte(1+i%250))}
+}
+
+// dialSession connects to addr, from local when it is not nil, and sends req: a new session, or
+// one to reattach.
+func dialSession(addr string, tc *tls.Config, local *net.TCPAddr, req jute.ConnectRequest, onWatch func(jute.WatcherEvent)) (*client, error) {
+	d := net.Dialer{Timeout: 10 * time.Second}
+	if local != nil {
+		d.LocalAddr = local
+	}
+	nc, err := d.Dial("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("zkbench: dial %s: %w", addr, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"sync"
 	"time"
 
@@ -81,7 +82,7 @@ func holdMain(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	sem := make(chan struct{}, 32) // handshakes in flight
 	for i := range *n {
 		sem <- struct{}{}
-		h.wg.Go(func() { h.session(h.addrs[(*first+i)%len(h.addrs)], opened, sem) })
+		h.wg.Go(func() { h.session(h.addrs[(*first+i)%len(h.addrs)], sourceFor(h.addrs[0], *first, i), opened, sem) })
 	}
 	for range *n {
 		select {
@@ -121,10 +122,11 @@ func holdMain(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	return lines.Err()
 }
 
-// session holds one session until h.stop, starting on addr; it sends the outcome of opening it
+// session holds one session until h.stop, starting on addr and dialling from local (nil: any
+// address); it sends the outcome of opening it
 // on opened and then frees its handshake slot.
-func (h *holder) session(addr string, opened chan<- error, sem <-chan struct{}) {
-	c, err := dialClient(addr, h.timeout, nil)
+func (h *holder) session(addr string, local *net.TCPAddr, opened chan<- error, sem <-chan struct{}) {
+	c, err := dialClientFrom(addr, local, h.timeout)
 	<-sem
 	opened <- err
 	if err != nil {
@@ -150,7 +152,7 @@ func (h *holder) session(addr string, opened chan<- error, sem <-chan struct{}) 
 			return
 		case <-c.stop: // the connection is lost: reattach at once, as the Java client does
 			wait.Stop()
-			if c, member = h.reattach(c, member); c == nil {
+			if c, member = h.reattach(c, local, member); c == nil {
 				return
 			}
 			continue
@@ -172,7 +174,7 @@ func (h *holder) session(addr string, opened chan<- error, sem <-chan struct{}) 
 				h.mu.Unlock()
 				break
 			}
-			if c, member = h.reattach(c, member); c == nil {
+			if c, member = h.reattach(c, local, member); c == nil {
 				return
 			}
 		}
@@ -183,7 +185,7 @@ func (h *holder) session(addr string, opened chan<- error, sem <-chan struct{}) 
 // member in turn, waiting a random part of a second before each attempt. A session the servers
 // no longer know is counted as expired and replaced by a new one. It returns nil once h.stop is
 // closed.
-func (h *holder) reattach(c *client, member int) (*client, int) {
+func (h *holder) reattach(c *client, local *net.TCPAddr, member int) (*client, int) {
 	c.abandon()
 	h.mu.Lock()
 	h.mu.stats.Lost++
@@ -195,12 +197,12 @@ func (h *holder) reattach(c *client, member int) (*client, int) {
 		case <-time.After(rand.N(time.Second)):
 		}
 		member = (member + 1) % len(h.addrs)
-		nc, err := resumeClient(h.addrs[member], c, nil)
+		nc, err := resumeClientFrom(h.addrs[member], local, c, nil)
 		if errors.Is(err, jute.CodeSessionExpired) {
 			h.mu.Lock()
 			h.mu.stats.Expired++
 			h.mu.Unlock()
-			if nc, err = dialClient(h.addrs[member], h.timeout, nil); err != nil {
+			if nc, err = dialClientFrom(h.addrs[member], local, h.timeout); err != nil {
 				continue
 			}
 		}
