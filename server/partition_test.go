@@ -83,7 +83,9 @@ func TestCutOffServerDropsClients(t *testing.T) {
 	}
 
 	fabric.Isolate(names[victim], names)
-	if _, err := r.ReadUntilClosed(5 * time.Second); err != nil {
+	// Closed once staying could cost the session: here half its 4 s timeout less the leader's
+	// silence, 1.4 s after the server stops serving.
+	if _, err := r.ReadUntilClosed(10 * time.Second); err != nil {
 		t.Fatalf("client of the cut-off server: %v", err)
 	}
 	// The client reconnects to a healthy member with its session.
