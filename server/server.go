@@ -503,7 +503,7 @@ func (s *Server) admit(c *conn) string {
 	case s.cfg.MaxClientConns > 0 && s.mu.perIP[c.ip] >= s.cfg.MaxClientConns:
 		return "too many connections from this address (maxClientCnxns)"
 	case s.maxConns > 0 && len(s.mu.conns) >= s.maxConns && s.maxConnsByFDs:
-		return errTooManyForFDs
+		return reasonTooManyForFDs
 	case s.maxConns > 0 && len(s.mu.conns) >= s.maxConns:
 		return "too many connections (maxCnxns)"
 	}
@@ -512,14 +512,14 @@ func (s *Server) admit(c *conn) string {
 	return ""
 }
 
-// errTooManyForFDs is admit's reason when the file descriptor limit bounds the connections.
-const errTooManyForFDs = "too many connections for the file descriptor limit (ulimit -n)"
+// reasonTooManyForFDs is admit's reason when the file descriptor limit bounds the connections.
+const reasonTooManyForFDs = "too many connections for the file descriptor limit (ulimit -n)"
 
 // logRefused logs a connection refused at accept. A refusal at the bound the file descriptor
 // limit sets is something an operator must hear of (raise ulimit -n, or spread the clients), so
 // it is logged as a warning, at most every ten seconds; the others at debug level, as before.
 func (s *Server) logRefused(c *conn, reason string) {
-	if reason != errTooManyForFDs {
+	if reason != reasonTooManyForFDs {
 		s.log.Debug("connection refused", "remote", c.remote, "reason", reason)
 		return
 	}
@@ -598,8 +598,8 @@ func (s *Server) connections() []*conn {
 
 // housekeeping closes the client connections of a server that has stopped serving (no leader)
 // once staying could cost their sessions (dropStranded), so that clients move to a healthy
-// server, as a ZooKeeper follower that lost its leader does, and announces membership changes. (Connections of sessions that end are closed by
-// the apply hook: sessionsClosed.)
+// server, as a ZooKeeper follower that lost its leader does, and announces membership changes.
+// (Connections of sessions that end are closed by the apply hook: sessionsClosed.)
 func (s *Server) housekeeping() {
 	interval := max(s.cfg.TickTime/2, 10*time.Millisecond)
 	t := time.NewTicker(interval)
