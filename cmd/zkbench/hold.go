@@ -54,7 +54,8 @@ type holder struct {
 
 // holdMain is "zkbench hold": it opens -sessions sessions over the comma-separated -addr list
 // (session i on member i mod n, from -first), prints "ready N" once they are all open, then
-// answers commands read from stdin, one per line: "mark" starts a new measurement, "stats"
+// answers commands read from stdin, one per line: "mark" starts a new measurement (and answers
+// "marked" once it has, so that what the parent does next falls after it), "stats"
 // prints a JSON holdStats line for the time since the mark, "quit" closes the sessions and
 // exits (as does the end of stdin). zkbench scale runs it as child processes, so that more
 // sessions can be held than one process may have files open.
@@ -105,6 +106,7 @@ func holdMain(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 			h.mu.Lock()
 			h.mu.mark, h.mu.stats, h.mu.reads = time.Now(), holdStats{Sessions: *n}, newHistogram()
 			h.mu.Unlock()
+			_, _ = fmt.Fprintln(stdout, "marked")
 		case "stats":
 			h.mu.Lock()
 			st := h.mu.stats

@@ -84,6 +84,20 @@ func (p *holdProc) send(cmd string) error {
 	return err
 }
 
+// mark starts the child's new measurement and waits until it has: a connection the child loses
+// after the parent's next step (the leader's kill) is then always counted in it. Without the
+// wait, a child that read "mark" late counted a session's loss before the mark and its
+// reattachment after it.
+func (p *holdProc) mark() error {
+	if err := p.send("mark"); err != nil {
+		return err
+	}
+	if !p.lines.Scan() || p.lines.Text() != "marked" {
+		return fmt.Errorf("zkbench: hold child: no mark acknowledged (%q): %v", p.lines.Text(), p.lines.Err())
+	}
+	return nil
+}
+
 // stats asks the child for its figures since the last mark.
 func (p *holdProc) stats() (holdStats, error) {
 	var st holdStats
@@ -215,7 +229,7 @@ func scaleFailover(ctx context.Context, o scaleOptions, kind, dir string, base i
 	logf("%s cluster: %d sessions open in %.1f s, %.1f KiB of members' RSS each; %v steady", s.kind, rec.Sessions, rec.OpenS, rec.SessionKiB, o.FailoverSteady)
 	mark := func() error {
 		for _, p := range procs {
-			if err := p.send("mark"); err != nil {
+			if err := p.mark(); err != nil {
 				return err
 			}
 		}
