@@ -67,9 +67,12 @@ func (e *Encoder) Buffer(b []byte) {
 }
 
 // String appends a length-prefixed UTF-8 string.
-func (e *Encoder) String(s string) {
-	e.Int32(int32(len(s)))
-	e.buf = append(e.buf, s...)
+func (e *Encoder) String(s string) { e.buf = AppendString(e.buf, s) }
+
+// AppendString appends s to b as a record field: its length, big-endian, then its bytes.
+func AppendString(b []byte, s string) []byte {
+	b = binary.BigEndian.AppendUint32(b, uint32(len(s)))
+	return append(b, s...)
 }
 
 // Strings appends a vector of strings; nil is written as a null vector (count -1).

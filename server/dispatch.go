@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/zkd-io/zkd/jute"
+	"github.com/zkd-io/zkd/znode"
 )
 
 // reply queues a reply for xid and counts it; the executor flushes it once the request is
@@ -162,7 +163,7 @@ func (c *conn) read(hdr jute.RequestHeader, body jute.Record, auth []jute.Id) {
 	}
 	for {
 		v := s.view()
-		resp, err := v.Read(c.session(), auth, hdr.Type, body)
+		resp, err := readView(v, c.session(), auth, hdr.Type, body)
 		code := codeFor(err)
 		if code == jute.CodeOK {
 			resp = s.withConfigData(hdr.Type, body, resp)
@@ -193,6 +194,30 @@ func (c *conn) read(hdr jute.RequestHeader, body jute.Record, auth []jute.Id) {
 			return
 		}
 	}
+}
+
+// readView serves a read from v: getChildren and getChildren2 from the node's child list as is
+// (childrenReply), every other read through View.Read.
+func readView(v *znode.View, session int64, auth []jute.Id, op jute.Op, body jute.Record) (jute.Record, error) {
+	switch r := body.(type) {
+	case *jute.GetChildrenRequest:
+		if op == jute.OpGetChildren && r != nil {
+			kids, _, err := v.Children(r.Path, auth)
+			if err != nil {
+				return nil, err
+			}
+			return &childrenReply{kids: kids}, nil
+		}
+	case *jute.GetChildren2Request:
+		if op == jute.OpGetChildren2 && r != nil {
+			kids, stat, err := v.Children(r.Path, auth)
+			if err != nil {
+				return nil, err
+			}
+			return &childrenReply{kids: kids, stat: &stat}, nil
+		}
+	}
+	return v.Read(session, auth, op, body)
 }
 
 // watchFor returns the watch a read leaves behind, if any: exists leaves a data watch even on a

@@ -26,13 +26,20 @@ var errSlowConsumer = errors.New("server: slow consumer: outbound limit reached"
 // drained calls the queue's end function, once.
 // Pushing never blocks: a queue that grows past its limit marks the connection as a slow
 // consumer and closes it, so watch delivery never stalls apply.
+// A long child list is queued as a stream (outstream.go) rather than as bytes: segs holds, ahead of
+// buf, the streams and the bytes queued before each, and the stream is encoded as it is written.
 type outQueue struct {
 	mu struct {
 		sync.Mutex
-		buf    []byte
-		closed bool  // no more frames are accepted
-		finish bool  // close the socket once what is queued is written
-		err    error // why the queue was closed
+		buf []byte
+		// segs is what is queued ahead of buf, in order: streams, and the bytes queued before
+		// each (or left by a partial write). segBytes is the bytes among them and streamBytes
+		// what the streams have left to write.
+		segs                  []outSeg
+		segBytes, streamBytes int
+		closed                bool  // no more frames are accepted
+		finish                bool  // close the socket once what is queued is written
+		err                   error // why the queue was closed
 		// timed are the requests whose replies are in buf and are timed for the slow-request
 		// log; the goroutine that writes buf hands them back once it is written.
 		timed []*request
@@ -47,15 +54,18 @@ type outQueue struct {
 		// spare and spareTimed are the buffers of the last write, emptied for reuse.
 		spare      []byte
 		spareTimed []*request
-		// inWrite is the size of the buffer being written; accounted, the bytes last told to
-		// budget (buf and inWrite).
-		inWrite, accounted int
+		// inWrite is the bytes being written (inWriteStream: of them, what streams had left);
+		// accounted, the bytes held in memory last told to budget (everything queued or being
+		// written but the streams, which hold no encoded bytes).
+		inWrite, inWriteStream, accounted int
 	}
-	// limit is the most bytes the queue may hold before the client counts as a slow consumer;
-	// pressured, the lower limit while the server's budget is exceeded.
+	// limit is the most bytes the queue may hold (streams counted at their size) before the
+	// client counts as a slow consumer; pressured, the most it may hold in memory while the
+	// server's budget is exceeded.
 	limit, pressured int
-	// budget bounds what all queues hold together; held mirrors mu.accounted for the reader's
-	// lock-free check, and room is signalled whenever bytes left the queue.
+	// budget bounds what all queues hold in memory together; held is what the queue holds,
+	// streams included, for the reader's lock-free check, and room is signalled whenever it
+	// went down.
 	budget *outBudget
 	held   atomic.Int64
 	room   chan struct{}
@@ -92,30 +102,59 @@ func newOutQueue(limit, pressured int, budget *outBudget) *outQueue {
 		room: make(chan struct{}, 1)}
 }
 
-// settleLocked brings the queue's share of the budget to what it holds (buf and the buffer
-// being written) and returns the change, which the caller passes to settled once q.mu is
-// released.
-func (q *outQueue) settleLocked() int64 {
-	now := len(q.mu.buf) + q.mu.inWrite
-	d := now - q.mu.accounted
-	q.mu.accounted = now
-	q.held.Store(int64(now))
-	return int64(d)
+// outSeg is one of outQueue's segments: bytes, or a stream.
+type outSeg struct {
+	b []byte
+	s outStream
 }
 
-// settled tells the budget of a change returned by settleLocked; bytes that left the queue
-// also wake a reader waiting for room.
-func (q *outQueue) settled(d int64) {
-	if d == 0 {
-		return
+// settleLocked brings the queue's share of the budget to what it holds in memory and held to
+// what it holds in all, and returns the budget's change and whether held went down, which the
+// caller passes to settled once q.mu is released.
+func (q *outQueue) settleLocked() (int64, bool) {
+	now := len(q.mu.buf) + q.mu.segBytes + q.mu.inWrite
+	d := now - q.mu.accounted
+	q.mu.accounted = now
+	held := int64(now + q.mu.streamBytes + q.mu.inWriteStream)
+	return int64(d), q.held.Swap(held) > held
+}
+
+// settled tells the budget of a change returned by settleLocked; a queue that went down also
+// wakes a reader waiting for room.
+func (q *outQueue) settled(d int64, freed bool) {
+	if d != 0 {
+		q.budget.add(d)
 	}
-	q.budget.add(d)
-	if d < 0 {
+	if freed {
 		select {
 		case q.room <- struct{}{}:
 		default:
 		}
 	}
+}
+
+// queuedLocked is what the queue holds, not counting what is being written: in memory, and
+// in all (streams at what they have left).
+func (q *outQueue) queuedLocked() (mem, all int) {
+	mem = len(q.mu.buf) + q.mu.segBytes
+	return mem, mem + q.mu.streamBytes
+}
+
+// overLocked reports whether the queue is past its limit: what it holds in all beyond limit,
+// or in memory beyond pressured while the server's budget is exceeded.
+func (q *outQueue) overLocked() bool {
+	mem, all := q.queuedLocked()
+	return all > q.limit || (mem > q.pressured && q.budget.over())
+}
+
+// dropLocked empties the queue of everything not yet being written.
+func (q *outQueue) dropLocked() {
+	q.mu.buf = q.mu.buf[:0]
+	clear(q.mu.segs)
+	q.mu.segs = q.mu.segs[:0]
+	q.mu.segBytes, q.mu.streamBytes = 0, 0
+	clear(q.mu.timed)
+	q.mu.timed = q.mu.timed[:0]
 }
 
 // roomy reports whether the connection's reader may read its next request: the queue holds at
@@ -236,23 +275,49 @@ func (q *outQueue) signal() {
 // claimWriterLocked returns the function to start the writer with when the writer must start
 // now, and marks it running; nil otherwise. q.mu must be held.
 func (q *outQueue) claimWriterLocked() func(func()) {
-	if q.mu.running || q.mu.writing || q.mu.done || q.mu.run == nil || (len(q.mu.buf) == 0 && !q.mu.closed) {
+	if q.mu.running || q.mu.writing || q.mu.done || q.mu.run == nil || (q.emptyLocked() && !q.mu.closed) {
 		return nil
 	}
 	q.mu.running = true
 	return q.mu.run
 }
 
+// emptyLocked reports whether nothing is queued.
+func (q *outQueue) emptyLocked() bool { return len(q.mu.buf) == 0 && len(q.mu.segs) == 0 }
+
 // pushReply queues a reply frame without waking the writer: whoever answered the request calls
 // flush or writeInline once it is answered. body is encoded only when h.Err is OK (error
-// replies are header-only). timed, if not nil, is the request it answers, to be handed to the
-// written callback once the reply is on the socket. It returns the frame's size and false if the
-// queue is closed or overflowed.
+// replies are header-only); a long child list is queued as a stream. timed, if not nil, is the
+// request it answers, to be handed to the written callback once the reply is on the socket. It
+// returns the frame's size and false if the queue is closed or overflowed.
 func (q *outQueue) pushReply(h jute.ReplyHeader, body jute.Record, timed *request) (int, bool) {
 	if h.Err != jute.CodeOK {
 		body = nil
 	}
+	if r, ok := body.(*childrenReply); ok {
+		if s := r.stream(&h); s != nil {
+			return q.pushStream(s, timed)
+		}
+	}
 	return q.push(false, timed, &h, body)
+}
+
+// pushStream queues a stream frame without waking the writer, as pushReply does.
+func (q *outQueue) pushStream(s outStream, timed *request) (int, bool) {
+	size := s.remaining()
+	q.mu.Lock()
+	if q.mu.closed {
+		q.mu.Unlock()
+		return 0, false
+	}
+	if len(q.mu.buf) > 0 {
+		q.mu.segs = append(q.mu.segs, outSeg{b: q.mu.buf})
+		q.mu.segBytes += len(q.mu.buf)
+		q.mu.buf = nil
+	}
+	q.mu.segs = append(q.mu.segs, outSeg{s: s})
+	q.mu.streamBytes += size
+	return size, q.pushedLocked(false, timed)
 }
 
 // pushFrame queues one frame holding recs in order (nil records are skipped) and wakes the
@@ -271,33 +336,33 @@ func (q *outQueue) push(wake bool, timed *request, recs ...jute.Record) (int, bo
 	}
 	before := len(q.mu.buf)
 	q.mu.buf = jute.AppendFrame(q.mu.buf, recs...)
-	size := len(q.mu.buf) - before
+	return len(q.mu.buf) - before, q.pushedLocked(wake, timed)
+}
+
+// pushedLocked ends a push, which queued a frame with q.mu held: it records timed, closes an
+// overflowed queue as a slow consumer, settles the budget and, if wake (or overflowed), starts
+// the writer. It releases q.mu, and reports false if the queue overflowed.
+func (q *outQueue) pushedLocked(wake bool, timed *request) bool {
 	if timed != nil {
 		q.mu.timed = append(q.mu.timed, timed)
 	}
-	limit := q.limit
-	if q.budget.over() {
-		limit = q.pressured
-	}
-	over := len(q.mu.buf) > limit
+	over := q.overLocked()
 	if over {
 		q.mu.closed = true
 		q.mu.err = errSlowConsumer
-		q.mu.buf = q.mu.buf[:0]
-		clear(q.mu.timed)
-		q.mu.timed = q.mu.timed[:0]
+		q.dropLocked()
 	}
 	var run func(func())
 	if wake || over {
 		run = q.claimWriterLocked()
 	}
-	d := q.settleLocked()
+	d, freed := q.settleLocked()
 	q.mu.Unlock()
-	q.settled(d)
+	q.settled(d, freed)
 	if run != nil {
 		run(q.writeLoop)
 	}
-	return size, !over
+	return !over
 }
 
 // close stops the queue. With flush, what is already queued is still written before the socket
@@ -310,12 +375,12 @@ func (q *outQueue) close(err error, flush bool) {
 		if flush {
 			q.mu.finish = true
 		} else {
-			q.mu.buf = q.mu.buf[:0]
+			q.dropLocked()
 		}
 	}
-	d := q.settleLocked()
+	d, freed := q.settleLocked()
 	q.mu.Unlock()
-	q.settled(d)
+	q.settled(d, freed)
 	q.signal()
 }
 
@@ -324,83 +389,161 @@ func (q *outQueue) close(err error, flush bool) {
 func (q *outQueue) release() {
 	q.mu.Lock()
 	q.mu.closed = true
-	q.mu.buf, q.mu.inWrite = nil, 0
-	d := q.settleLocked()
+	q.mu.buf, q.mu.segs = nil, nil
+	q.mu.segBytes, q.mu.streamBytes, q.mu.inWrite, q.mu.inWriteStream = 0, 0, 0, 0
+	d, freed := q.settleLocked()
 	q.mu.Unlock()
-	q.settled(d)
+	q.settled(d, freed)
 }
 
-// takeLocked claims what is queued for the caller to write, or returns nil when nothing is queued
-// or another goroutine is writing. q.mu must be held.
-func (q *outQueue) takeLocked() ([]byte, []*request) {
-	if q.mu.writing || len(q.mu.buf) == 0 {
-		return nil, nil
+// taken is what a writer claimed from the queue with takeLocked: the segments, then buf.
+type taken struct {
+	segs  []outSeg
+	buf   []byte
+	timed []*request
+}
+
+// takeLocked claims what is queued for the caller to write, or reports false when nothing is
+// queued or another goroutine is writing. q.mu must be held.
+func (q *outQueue) takeLocked() (taken, bool) {
+	if q.mu.writing || q.emptyLocked() {
+		return taken{}, false
 	}
-	buf, timed := q.mu.buf, q.mu.timed
+	t := taken{segs: q.mu.segs, buf: q.mu.buf, timed: q.mu.timed}
 	q.mu.buf, q.mu.timed = q.mu.spare[:0], q.mu.spareTimed[:0]
-	q.mu.spare, q.mu.spareTimed = nil, nil
+	q.mu.spare, q.mu.spareTimed, q.mu.segs = nil, nil, nil
 	q.mu.writing = true
-	q.mu.inWrite = len(buf)
-	return buf, timed
+	q.mu.inWrite, q.mu.inWriteStream = len(t.buf)+q.mu.segBytes, q.mu.streamBytes
+	q.mu.segBytes, q.mu.streamBytes = 0, 0
+	return t, true
 }
 
-// write writes buf, claimed with takeLocked, then gives up the claim and keeps the buffers for
-// reuse. It returns the write's error. An inline write (writeInline) only writes what the socket takes
-// at once: it puts what is left back at the head of the queue, with all of timed, and wakes the
-// writer, so a client that stops reading holds up the writer and never the reader.
-func (q *outQueue) write(buf []byte, timed []*request, inline bool) error {
-	var n int
-	var err error
+// writeBytes writes b: inline, only what the socket takes at once; otherwise all of it, within
+// the write timeout.
+func (q *outQueue) writeBytes(b []byte, inline bool) (int, error) {
 	switch {
 	case inline:
-		n, err = tryWrite(q.raw, buf)
+		return tryWrite(q.raw, b)
 	case q.writeTimeout > 0:
 		// The deadline bounds this write only. It is cleared after it: a deadline left on the
 		// socket would fail the next inline write (TryWrite is subject to it too) once it
 		// passed, however healthy the client, and close the connection.
 		_ = q.nc.SetWriteDeadline(time.Now().Add(q.writeTimeout))
-		n, err = q.nc.Write(buf)
+		n, err := q.nc.Write(b)
 		_ = q.nc.SetWriteDeadline(time.Time{})
+		return n, err
 	default:
-		n, err = q.nc.Write(buf)
+		return q.nc.Write(b)
 	}
-	if err == nil && n < len(buf) {
-		q.mu.Lock()
-		q.mu.writing, q.mu.inWrite = false, 0
-		if !q.mu.closed || q.mu.finish {
-			rest := make([]byte, 0, len(buf)-n+len(q.mu.buf))
-			rest = append(append(rest, buf[n:]...), q.mu.buf...)
-			q.mu.spare, q.mu.buf = q.mu.buf[:0], rest
-			q.mu.timed = append(timed, q.mu.timed...)
+}
+
+// writeStream writes s as writeBytes writes bytes, a chunk at a time, each encoded into a
+// borrowed buffer just before it is written.
+func (q *outQueue) writeStream(s outStream, inline bool) (int, error) {
+	if !inline && q.raw != nil {
+		if q.writeTimeout > 0 {
+			_ = q.nc.SetWriteDeadline(time.Now().Add(q.writeTimeout))
+			defer q.nc.SetWriteDeadline(time.Time{})
 		}
-		d := q.settleLocked()
-		q.mu.Unlock()
-		q.settled(d)
-		if q.sent != nil && n > 0 {
-			q.sent(n)
+		return writeStreamWait(q.raw, s)
+	}
+	bp := streamBufs.Get().(*[]byte)
+	defer streamBufs.Put(bp)
+	var n int
+	for s.remaining() > 0 {
+		chunk := s.next((*bp)[:0], streamChunk)
+		m, err := q.writeBytes(chunk, inline)
+		s.advance(m)
+		n += m
+		if err != nil || m < len(chunk) {
+			return n, err
 		}
-		q.signal()
+	}
+	return n, nil
+}
+
+// write writes t, claimed with takeLocked, then gives up the claim and keeps the buffers for
+// reuse. It returns the write's error. An inline write (writeInline) only writes what the socket
+// takes at once: it puts what is left back at the head of the queue, with all of timed, and wakes
+// the writer, so a client that stops reading holds up the writer and never the reader.
+func (q *outQueue) write(t taken, inline bool) error {
+	var written int
+	var err error
+	short := -1 // the segment (len(t.segs): buf) the socket stopped taking at
+	for i := 0; i <= len(t.segs) && err == nil && short < 0; i++ {
+		var n int
+		switch {
+		case i == len(t.segs):
+			n, err = q.writeBytes(t.buf, inline)
+			t.buf = t.buf[n:]
+			if len(t.buf) > 0 {
+				short = i
+			}
+		case t.segs[i].s != nil:
+			n, err = q.writeStream(t.segs[i].s, inline)
+			if t.segs[i].s.remaining() > 0 {
+				short = i
+			}
+		default:
+			n, err = q.writeBytes(t.segs[i].b, inline)
+			t.segs[i].b = t.segs[i].b[n:]
+			if len(t.segs[i].b) > 0 {
+				short = i
+			}
+		}
+		written += n
+	}
+	if q.sent != nil && written > 0 {
+		q.sent(written)
+	}
+	if err == nil && short >= 0 {
+		q.putBack(t, short)
 		return nil
 	}
-	if err == nil {
-		if q.sent != nil {
-			q.sent(len(buf))
-		}
-		if len(timed) > 0 && q.written != nil {
-			q.written(timed, time.Now())
-		}
+	if err == nil && len(t.timed) > 0 && q.written != nil {
+		q.written(t.timed, time.Now())
 	}
-	clear(timed)
+	clear(t.segs)
+	clear(t.timed)
 	q.mu.Lock()
-	q.mu.writing, q.mu.inWrite = false, 0
-	if cap(buf) <= keptOutBuf {
-		q.mu.spare = buf[:0]
+	q.mu.writing, q.mu.inWrite, q.mu.inWriteStream = false, 0, 0
+	if buf := t.buf[:0]; len(t.segs) == 0 && cap(buf) <= keptOutBuf {
+		q.mu.spare = buf
 	}
-	q.mu.spareTimed = timed[:0]
-	d := q.settleLocked()
+	q.mu.spareTimed = t.timed[:0]
+	d, freed := q.settleLocked()
 	q.mu.Unlock()
-	q.settled(d)
+	q.settled(d, freed)
 	return err
+}
+
+// putBack returns what an inline write left of t, from segment short on, to the head of the
+// queue, ahead of what was queued meanwhile, and wakes the writer for it.
+func (q *outQueue) putBack(t taken, short int) {
+	q.mu.Lock()
+	q.mu.writing, q.mu.inWrite, q.mu.inWriteStream = false, 0, 0
+	if !q.mu.closed || q.mu.finish {
+		var rest []outSeg
+		if short < len(t.segs) {
+			rest = append(rest, t.segs[short:]...)
+		}
+		if len(t.buf) > 0 {
+			rest = append(rest, outSeg{b: t.buf})
+		}
+		q.mu.segs = append(rest, q.mu.segs...)
+		q.mu.segBytes, q.mu.streamBytes = 0, 0
+		for _, g := range q.mu.segs {
+			q.mu.segBytes += len(g.b)
+			if g.s != nil {
+				q.mu.streamBytes += g.s.remaining()
+			}
+		}
+		q.mu.timed = append(t.timed, q.mu.timed...)
+	}
+	d, freed := q.settleLocked()
+	q.mu.Unlock()
+	q.settled(d, freed)
+	q.signal()
 }
 
 // flush wakes the writer for what is queued.
@@ -421,17 +564,17 @@ func (q *outQueue) writeInline() {
 		q.signal()
 		return
 	}
-	buf, timed := q.takeLocked()
+	t, ok := q.takeLocked()
 	q.mu.Unlock()
-	if buf == nil {
+	if !ok {
 		return
 	}
-	if err := q.write(buf, timed, true); err != nil {
+	if err := q.write(t, true); err != nil {
 		q.close(err, false) // wakes the writer, which ends with err
 		return
 	}
 	q.mu.Lock()
-	more := len(q.mu.buf) > 0 || q.mu.closed
+	more := !q.emptyLocked() || q.mu.closed
 	q.mu.Unlock()
 	if more {
 		q.signal()
@@ -444,8 +587,8 @@ func (q *outQueue) writeInline() {
 func (q *outQueue) writeLoop() {
 	for {
 		q.mu.Lock()
-		buf, timed := q.takeLocked()
-		if buf == nil {
+		t, ok := q.takeLocked()
+		if !ok {
 			// Nothing is queued, or an inline write is in progress: it signals when it is done.
 			q.mu.running = false
 			ending := q.mu.closed && !q.mu.writing && !q.mu.done
@@ -461,7 +604,7 @@ func (q *outQueue) writeLoop() {
 			return
 		}
 		q.mu.Unlock()
-		if werr := q.write(buf, timed, false); werr != nil {
+		if werr := q.write(t, false); werr != nil {
 			q.close(werr, false)
 			q.mu.Lock()
 			q.mu.running, q.mu.done = false, true
@@ -479,8 +622,8 @@ func (q *outQueue) pushRaw(b []byte) {
 	if !q.mu.closed {
 		q.mu.buf = append(q.mu.buf, b...)
 	}
-	d := q.settleLocked()
+	d, freed := q.settleLocked()
 	q.mu.Unlock()
-	q.settled(d)
+	q.settled(d, freed)
 	q.signal()
 }

@@ -252,7 +252,7 @@ func TestOutQueueStalledFlushHandsOverToWriter(t *testing.T) {
 	q.pushReply(jute.ReplyHeader{Xid: 1}, first, nil)
 	q.writeInline() // must return without a reader
 	q.mu.Lock()
-	left := len(q.mu.buf)
+	_, left := q.queuedLocked()
 	q.mu.Unlock()
 	if left == 0 {
 		t.Fatal("32 MiB went out with nobody reading; the test needs a bigger reply")

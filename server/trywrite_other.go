@@ -15,3 +15,8 @@ const tryWriteSupported = false
 func tryWrite(syscall.RawConn, []byte) (int, error) {
 	return 0, errors.New("server: no non-blocking writes on this platform")
 }
+
+// writeStreamWait is not available on this platform (rawConn returns nil, so it is not called).
+func writeStreamWait(syscall.RawConn, outStream) (int, error) {
+	return 0, errors.New("server: no non-blocking writes on this platform")
+}
