@@ -1,8 +1,10 @@
 package server
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
+	"slices"
 	"sync"
 
 	"github.com/zkd-io/zkd/jute"
@@ -25,6 +27,19 @@ const streamMinChildren = 512
 const streamChunk = 32 << 10
 
 var streamBufs = sync.Pool{New: func() any { b := make([]byte, 0, streamChunk); return &b }}
+
+// streamMark is a name of a child list and the frame offset where it begins. A childStream's next
+// notes every markEvery-th name of its chunk (in a slice borrowed from streamMarks until advance),
+// so that advance after a partial write finds the first name not wholly written by walking a few
+// names, not the whole chunk.
+type streamMark struct {
+	name string
+	at   int
+}
+
+const markEvery = 16
+
+var streamMarks = sync.Pool{New: func() any { m := make([]streamMark, 0, streamChunk/markEvery/8); return &m }}
 
 // outStream is a reply frame encoded while it is written. next appends up to limit of its bytes
 // from where the last advance left it; advance records that n of those bytes were written.
@@ -99,6 +114,7 @@ type childStream struct {
 	endMark   string
 	endMarkAt int
 	endDone   bool
+	marks     *[]streamMark // names of the last chunk, from next until advance
 }
 
 func (s *childStream) remaining() int { return s.size - s.pos }
@@ -118,7 +134,16 @@ func (s *childStream) next(dst []byte, limit int) []byte {
 	if nend := min(end, s.namesEnd()); off < nend && !s.done {
 		at := s.markAt
 		s.endDone = true
+		if s.marks == nil {
+			s.marks = streamMarks.Get().(*[]streamMark)
+		}
+		marks := (*s.marks)[:0]
+		i := 0
 		for name := range s.kids.From(s.mark) {
+			if i%markEvery == 0 {
+				marks = append(marks, streamMark{name, at})
+			}
+			i++
 			rec := 4 + len(name)
 			if at+rec > end {
 				s.endMark, s.endMarkAt, s.endDone = name, at, false
@@ -135,6 +160,7 @@ func (s *childStream) next(dst []byte, limit int) []byte {
 		if s.endDone {
 			s.endMarkAt = at
 		}
+		*s.marks = marks
 		off = nend
 	}
 	if off < end {
@@ -163,6 +189,16 @@ func appendNamePart(dst []byte, name string, lo, hi int) []byte {
 
 func (s *childStream) advance(n int) {
 	s.pos += n
+	s.moveMark()
+	if s.marks != nil {
+		clear(*s.marks)
+		streamMarks.Put(s.marks)
+		s.marks = nil
+	}
+}
+
+// moveMark moves the mark to the first name not wholly written once pos has moved.
+func (s *childStream) moveMark() {
 	if s.pos == s.endPos {
 		s.mark, s.markAt, s.done = s.endMark, s.endMarkAt, s.endDone
 		return
@@ -171,6 +207,13 @@ func (s *childStream) advance(n int) {
 		return
 	}
 	upto := min(s.pos, s.namesEnd())
+	if s.marks != nil {
+		// Walk from the last name next noted that begins at or before upto.
+		marks := *s.marks
+		if i, _ := slices.BinarySearchFunc(marks, upto+1, func(m streamMark, at int) int { return cmp.Compare(m.at, at) }); i > 0 {
+			s.mark, s.markAt = marks[i-1].name, marks[i-1].at
+		}
+	}
 	at := s.markAt
 	for name := range s.kids.From(s.mark) {
 		rec := 4 + len(name)
