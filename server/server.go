@@ -397,9 +397,10 @@ func (s *Server) dropClients(r closeReason, why string) {
 // d, as long as their sessions allow (strandGrace), and logs how many once per sweep.
 func (s *Server) dropStranded(d time.Duration) {
 	var drop []*conn
+	silence := s.leaderSilence()
 	s.mu.Lock()
 	for c := range s.mu.conns {
-		if d >= strandGrace(s.cfg.TickTime, s.leaderSilence(), c.timeout.Load()) {
+		if d >= strandGrace(s.cfg.TickTime, silence, c.timeout.Load()) {
 			drop = append(drop, c)
 		}
 	}
