@@ -240,10 +240,10 @@ func (w *watchManager) herds(threshold int) []Herd {
 	seen := map[string]bool{}
 	w.mu.Lock()
 	n := 0
-	for path, ws := range w.mu.paths {
-		if ws.len() >= threshold && !seen[path] {
-			h := Herd{Path: path}
-			for _, mode := range ws.all() {
+	visit := func(node *wnode) {
+		if node.watchers() >= threshold {
+			h := Herd{}
+			for _, mode := range node.all() {
 				if mode&(watchData|watchPersistent) != 0 {
 					h.DataWatchers++
 				}
@@ -251,8 +251,8 @@ func (w *watchManager) herds(threshold int) []Herd {
 					h.ChildWatchers++
 				}
 			}
-			if h.DataWatchers >= threshold || h.ChildWatchers >= threshold {
-				seen[path] = true
+			if h.Path = w.pathOf(node); (h.DataWatchers >= threshold || h.ChildWatchers >= threshold) && !seen[h.Path] {
+				seen[h.Path] = true
 				out = append(out, h)
 			}
 		}
@@ -262,6 +262,7 @@ func (w *watchManager) herds(threshold int) []Herd {
 			w.mu.Lock()
 		}
 	}
+	w.walkLocked(visit)
 	w.mu.Unlock()
 	slices.SortFunc(out, func(a, b Herd) int {
 		return cmp.Or(cmp.Compare(max(b.DataWatchers, b.ChildWatchers), max(a.DataWatchers, a.ChildWatchers)),

@@ -52,7 +52,9 @@ func TestHerdsWhileWatchesChange(t *testing.T) {
 			}
 			p := fmt.Sprintf("/cold/%d", i%(5*herdStep))
 			w.mu.Lock()
-			w.clearLocked(churn, p, watchData)
+			if n := w.lookupLocked(p); n != nil {
+				w.clearLocked(churn, n, watchData)
+			}
 			w.addLocked(churn, p+"x", watchData)
 			w.mu.Unlock()
 		}

@@ -1,9 +1,9 @@
 package server
 
 import (
-	"iter"
+	"hash/maphash"
+	"slices"
 	"sort"
-	"strings"
 	"sync"
 
 	"github.com/zkd-io/zkd/jute"
@@ -24,6 +24,9 @@ const (
 // watchManager holds every watch of the server's connections. Watches belong to connections, not
 // to sessions or the replicated state: they disappear when their connection closes.
 //
+// The watched paths are a tree of their segments (watchtree.go), so that the long prefixes of a
+// large deployment's paths are held once, and each connection has the set of its paths' nodes.
+//
 // Events are queued on connections from the apply hook, under mu. A reader registers a watch
 // under mu too, and only if no transaction newer than the view it read has been applied since:
 // otherwise the read is retried on a fresh view, so a watch can never miss the change that
@@ -31,93 +34,30 @@ const (
 type watchManager struct {
 	mu struct {
 		sync.Mutex
-		paths     map[string]watchers
-		byConn    map[*conn]map[string]struct{}
-		recursive int   // recursive registrations, so the ancestor walk is skipped when none
-		applied   int64 // zxid of the last transaction whose events were queued
+		// root is the node of "/"; rel is the parent of the paths that do not start with "/".
+		root, rel wnode
+		byConn    map[*conn]*nodeSet // each connection's watched nodes
+		paths     int                // nodes with a watcher
+		total     int                // watches, as wchs counts them (watchCount)
+		recursive int                // recursive registrations, so the ancestor walk is skipped when none
+		applied   int64              // zxid of the last transaction whose events were queued
 		targets   []*conn
 		mark      uint64 // counts fire's events; a connection already a target of one has it in fireMark
 	}
+	// seed seeds the hashes of the tree's node sets; byName and byNode are their two hash
+	// functions: of a node's first segment (its key among its parent's children), and of the
+	// node itself (a connection's set).
+	seed           maphash.Seed
+	byName, byNode func(*wnode) uint64
 	// fired, when set, is told how many connections each triggering event notified.
 	fired func(typ jute.EventType, conns int)
 }
 
-// watchers is who watches one path. Most watched paths have one watcher (a lock waiter's
-// predecessor, a client's own configuration node), which is kept inline, so that a watch costs its
-// path and two map slots rather than a map of its own: a million watches on distinct paths took
-// 394 B of heap each with a map per path (zkbench scale). Once a second connection watches the
-// path, more holds every watcher and one is unused.
-type watchers struct {
-	one  *conn
-	mode watchMode
-	more map[*conn]watchMode
-}
-
-// len is the number of connections watching.
-func (ws watchers) len() int {
-	if ws.more != nil {
-		return len(ws.more)
-	}
-	if ws.one != nil {
-		return 1
-	}
-	return 0
-}
-
-// get returns c's modes on the path (zero: none).
-func (ws watchers) get(c *conn) watchMode {
-	if ws.more != nil {
-		return ws.more[c]
-	}
-	if ws.one == c {
-		return ws.mode
-	}
-	return 0
-}
-
-// with returns ws with c's modes set to mode (zero removes c).
-func (ws watchers) with(c *conn, mode watchMode) watchers {
-	switch {
-	case ws.more != nil:
-		if mode == 0 {
-			delete(ws.more, c)
-		} else {
-			ws.more[c] = mode
-		}
-	case ws.one == nil || ws.one == c:
-		ws.one, ws.mode = c, mode
-		if mode == 0 {
-			ws.one = nil
-		}
-	case mode != 0:
-		ws.more = map[*conn]watchMode{ws.one: ws.mode, c: mode}
-		ws.one, ws.mode = nil, 0
-	}
-	return ws
-}
-
-// all yields every watching connection and its modes. The path's entry may be changed while
-// iterating, as a map's may.
-func (ws watchers) all() iter.Seq2[*conn, watchMode] {
-	return func(yield func(*conn, watchMode) bool) {
-		if ws.more == nil {
-			if ws.one != nil {
-				yield(ws.one, ws.mode)
-			}
-			return
-		}
-		for c, m := range ws.more {
-			if !yield(c, m) {
-				return
-			}
-		}
-	}
-}
-
 func newWatchManager(applied int64) *watchManager {
-	w := &watchManager{}
-	w.mu.paths = make(map[string]watchers)
-	w.mu.byConn = make(map[*conn]map[string]struct{})
+	w := &watchManager{seed: maphash.MakeSeed()}
+	w.byName = func(k *wnode) uint64 { return maphash.String(w.seed, firstSegment(k.name)) }
+	w.byNode = func(k *wnode) uint64 { return maphash.Comparable(w.seed, k) }
+	w.mu.byConn = make(map[*conn]*nodeSet)
 	w.mu.applied = applied
 	return w
 }
@@ -148,57 +88,73 @@ func (w *watchManager) addLocked(c *conn, path string, mode watchMode) {
 	if c.isClosed() {
 		return
 	}
-	ws := w.mu.paths[path]
-	old := ws.get(c)
-	if mode&watchRecursive != 0 && old&watchRecursive == 0 {
-		w.mu.recursive++
-	}
-	w.mu.paths[path] = ws.with(c, old|mode)
-	pc := w.mu.byConn[c]
-	if pc == nil {
-		pc = make(map[string]struct{})
-		w.mu.byConn[c] = pc
-	}
-	pc[path] = struct{}{}
+	n := w.nodeLocked(path)
+	w.setLocked(c, n, n.get(c)|mode)
 }
 
-// clearLocked removes the bits in mode from c's watch on path and reports which were set.
-func (w *watchManager) clearLocked(c *conn, path string, mode watchMode) watchMode {
-	ws := w.mu.paths[path]
-	old := ws.get(c)
-	if old == 0 {
-		return 0
+// setLocked sets c's modes on n's path to mode (zero: c no longer watches it), and keeps the
+// counts, c's set of nodes and the tree in step: n is pruned once unused.
+func (w *watchManager) setLocked(c *conn, n *wnode, mode watchMode) {
+	old := n.get(c)
+	if old == mode {
+		return
 	}
-	removed := old & mode
-	if removed&watchRecursive != 0 {
-		w.mu.recursive--
-	}
-	if rest := old &^ mode; rest != 0 {
-		w.mu.paths[path] = ws.with(c, rest)
-		return removed
-	}
-	if ws = ws.with(c, 0); ws.len() == 0 {
-		delete(w.mu.paths, path)
-	} else {
-		w.mu.paths[path] = ws
-	}
-	if pc := w.mu.byConn[c]; pc != nil {
-		delete(pc, path)
-		if len(pc) == 0 {
-			delete(w.mu.byConn, c)
+	had := n.watchers() > 0
+	n.set(c, mode)
+	w.mu.total += watchCount(mode) - watchCount(old)
+	if old&watchRecursive != mode&watchRecursive {
+		if mode&watchRecursive != 0 {
+			w.mu.recursive++
+		} else {
+			w.mu.recursive--
 		}
 	}
-	return removed
+	switch {
+	case old == 0:
+		if !had {
+			w.mu.paths++
+		}
+		pc := w.mu.byConn[c]
+		if pc == nil {
+			pc = &nodeSet{}
+			w.mu.byConn[c] = pc
+		}
+		pc.add(n, w.byNode)
+	case mode == 0:
+		if n.watchers() == 0 {
+			w.mu.paths--
+		}
+		if pc := w.mu.byConn[c]; pc != nil {
+			pc.remove(n, w.byNode)
+			if pc.len() == 0 {
+				delete(w.mu.byConn, c)
+			}
+		}
+		w.pruneLocked(n)
+	}
+}
+
+// clearLocked removes the bits in mode from c's watch on n and reports which were set.
+func (w *watchManager) clearLocked(c *conn, n *wnode, mode watchMode) watchMode {
+	old := n.get(c)
+	w.setLocked(c, n, old&^mode)
+	return old & mode
 }
 
 // removeConn drops every watch of c (its connection closed).
 func (w *watchManager) removeConn(c *conn) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for path := range w.mu.byConn[c] {
-		w.clearLocked(c, path, ^watchMode(0))
+	pc := w.mu.byConn[c]
+	if pc == nil {
+		return
 	}
+	// Out of the table first: setLocked leaves the set alone, which it may not change while
+	// this loop goes through it.
 	delete(w.mu.byConn, c)
+	for n := range pc.all() {
+		w.setLocked(c, n, 0)
+	}
 }
 
 // modesFor maps a checkWatches/removeWatches watcher type onto watch modes.
@@ -223,12 +179,12 @@ func modesFor(t jute.WatcherType) (watchMode, bool) {
 func (w *watchManager) remove(c *conn, path string, mode watchMode, dryRun bool) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	have := w.mu.paths[path].get(c) & mode
-	if have == 0 {
+	n := w.lookupLocked(path)
+	if n == nil || n.get(c)&mode == 0 {
 		return false
 	}
 	if !dryRun {
-		w.clearLocked(c, path, mode)
+		w.clearLocked(c, n, mode)
 	}
 	return true
 }
@@ -257,26 +213,40 @@ func (w *watchManager) fire(zxid int64, events []znode.Event) {
 		}
 		w.mu.mark++
 		mark := w.mu.mark
-		for c, m := range w.mu.paths[ev.Path].all() {
-			if m&match != 0 {
-				c.fireMark = mark
-				targets = append(targets, c) // a map's keys: no duplicates yet
-				if m&oneShot != 0 {
-					w.clearLocked(c, ev.Path, oneShot)
+		if n := w.lookupLocked(ev.Path); n != nil {
+			for c, m := range n.all() {
+				if m&match != 0 {
+					c.fireMark = mark
+					targets = append(targets, c) // a map's keys: no duplicates yet
+					if m&oneShot != 0 {
+						w.clearLocked(c, n, oneShot)
+					}
 				}
 			}
 		}
 		if w.mu.recursive > 0 && ev.Type != jute.EventNodeChildrenChanged {
-			for p := ev.Path; ; p = parentPath(p) {
-				for c, m := range w.mu.paths[p].all() {
+			// The recursive watches of the path and of each of its ancestors, from "/" down to
+			// the deepest that has a node.
+			n, rest, exact := w.rootOf(ev.Path)
+			for {
+				for c, m := range n.all() {
 					if m&watchRecursive != 0 && c.fireMark != mark {
 						c.fireMark = mark
 						targets = append(targets, c)
 					}
 				}
-				if p == "/" || p == "" {
+				if exact {
 					break
 				}
+				k := w.kidLocked(n, firstSegment(rest))
+				if k == nil {
+					break
+				}
+				tail, ex, ok := k.below(rest)
+				if !ok {
+					break
+				}
+				n, rest, exact = k, tail, ex
 			}
 		}
 		if len(targets) > 0 {
@@ -308,15 +278,6 @@ func (w *watchManager) advance(zxid int64) {
 	w.mu.Unlock()
 }
 
-// parentPath returns the parent of an absolute path ("/" for a top-level node and for "/").
-func parentPath(p string) string {
-	i := strings.LastIndexByte(p, '/')
-	if i <= 0 {
-		return "/"
-	}
-	return p[:i]
-}
-
 // watchSummary is the wchs figure set.
 type watchSummary struct {
 	Connections int
@@ -327,13 +288,7 @@ type watchSummary struct {
 func (w *watchManager) summary() watchSummary {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	s := watchSummary{Connections: len(w.mu.byConn), Paths: len(w.mu.paths)}
-	for _, ws := range w.mu.paths {
-		for _, mode := range ws.all() {
-			s.Total += watchCount(mode)
-		}
-	}
-	return s
+	return watchSummary{Connections: len(w.mu.byConn), Paths: w.mu.paths, Total: w.mu.total}
 }
 
 // watchCount counts a mode set as ZooKeeper counts entries in its data and child tables.
@@ -353,10 +308,10 @@ func (w *watchManager) bySession() map[int64][]string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	out := make(map[int64][]string)
-	for c, paths := range w.mu.byConn {
+	for c, nodes := range w.mu.byConn {
 		sid := c.session()
-		for p := range paths {
-			out[sid] = append(out[sid], p)
+		for n := range nodes.all() {
+			out[sid] = append(out[sid], w.pathOf(n))
 		}
 	}
 	for _, v := range out {
@@ -369,12 +324,14 @@ func (w *watchManager) bySession() map[int64][]string {
 func (w *watchManager) byPath() map[string][]int64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	out := make(map[string][]int64, len(w.mu.paths))
-	for p, ws := range w.mu.paths {
-		for c := range ws.all() {
+	out := make(map[string][]int64, w.mu.paths)
+	visit := func(n *wnode) {
+		p := w.pathOf(n)
+		for c := range n.all() {
 			out[p] = append(out[p], c.session())
 		}
-		sort.Slice(out[p], func(i, j int) bool { return out[p][i] < out[p][j] })
+		slices.Sort(out[p])
 	}
+	w.walkLocked(visit)
 	return out
 }

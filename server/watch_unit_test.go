@@ -228,33 +228,33 @@ func BenchmarkWatchFanOutRecursive(b *testing.B) {
 		func(*watchManager, *conn) {})
 }
 
-// TestWatchersMatchAMap runs a random sequence of watch changes on one path's watchers (one
+// TestWatchersMatchAMap runs a random sequence of watch changes on one node's watchers (one
 // watcher inline, a map from the second on) and on a plain map, and checks that they agree.
 func TestWatchersMatchAMap(t *testing.T) {
 	conns := []*conn{fakeConn(1, 1<<20), fakeConn(2, 1<<20), fakeConn(3, 1<<20)}
-	var ws watchers
+	var n wnode
 	want := map[*conn]watchMode{}
 	seed := uint64(1)
 	for step := range 2000 {
 		seed = seed*6364136223846793005 + 1442695040888963407
 		c := conns[(seed>>33)%uint64(len(conns))]
 		mode := watchMode((seed >> 40) % 16) // zero removes
-		ws = ws.with(c, mode)
+		n.set(c, mode)
 		if mode == 0 {
 			delete(want, c)
 		} else {
 			want[c] = mode
 		}
-		if ws.len() != len(want) {
-			t.Fatalf("step %d: %d watchers, want %d", step, ws.len(), len(want))
+		if n.watchers() != len(want) {
+			t.Fatalf("step %d: %d watchers, want %d", step, n.watchers(), len(want))
 		}
 		got := map[*conn]watchMode{}
-		for c, m := range ws.all() {
+		for c, m := range n.all() {
 			got[c] = m
 		}
 		for _, c := range conns {
-			if ws.get(c) != want[c] || got[c] != want[c] {
-				t.Fatalf("step %d: conn %d has %b (iterated %b), want %b", step, c.session(), ws.get(c), got[c], want[c])
+			if n.get(c) != want[c] || got[c] != want[c] {
+				t.Fatalf("step %d: conn %d has %b (iterated %b), want %b", step, c.session(), n.get(c), got[c], want[c])
 			}
 		}
 	}
