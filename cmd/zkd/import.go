@@ -73,20 +73,10 @@ func importCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "zkd import: %v\n", err)
 		return 1
 	}
-	// The backup streams into the restore: a large tree's backup is never held whole.
-	pr, pw := io.Pipe()
-	wrote := make(chan error, 1)
-	go func() { // the backup's writer; importCmd waits for it
-		err := consensus.WriteBackup(pw, t.View())
-		_ = pw.CloseWithError(err)
-		wrote <- err
-	}()
-	v, err := consensus.RestoreDir(*data, pr, id, peers)
-	_ = pr.CloseWithError(errors.New("zkd import: the restore stopped"))
-	if werr := <-wrote; err == nil && werr != nil {
-		err = werr
-	}
-	if err != nil {
+	// The tree's snapshot goes straight into the new directory: the tree was built through the
+	// snapshot reader, so it is not encoded into a backup and read back a second time.
+	v := t.View()
+	if err := consensus.SeedDir(*data, v, id, peers); err != nil {
 		fmt.Fprintf(stderr, "zkd import: %v\n", err)
 		return 1
 	}
