@@ -2,7 +2,6 @@ package zkfile
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 
@@ -37,6 +36,12 @@ func SessionPassword(id int64) []byte {
 	return p
 }
 
+// child is a node with its name, as its parent keeps it.
+type child struct {
+	name string
+	n    *Node
+}
+
 // Tree builds a zkd tree of the state at its zxid: every node with its persisted stat, ACL and
 // kind, and every session with its timeout and ZooKeeper's password for it. It walks the state
 // from the root down its nodes' links to their children, each node's children in name order,
@@ -65,11 +70,14 @@ func (s *State) Tree() (*znode.Tree, error) {
 			if err := emit(&raw, len(n.Children)); err != nil {
 				return err
 			}
-			// The children in name order: each child's name is the end of its path.
-			kids := slices.Collect(maps.Values(n.Children))
-			slices.SortFunc(kids, func(a, b *Node) int { return strings.Compare(a.name(), b.name()) })
+			// The children in name order, sorted by the names their parent keeps.
+			kids := make([]child, 0, len(n.Children))
+			for name, c := range n.Children {
+				kids = append(kids, child{name, c})
+			}
+			slices.SortFunc(kids, func(a, b child) int { return strings.Compare(a.name, b.name) })
 			for _, c := range kids {
-				if err := visit(c); err != nil {
+				if err := visit(c.n); err != nil {
 					return err
 				}
 			}

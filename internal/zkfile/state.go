@@ -21,9 +21,6 @@ type Node struct {
 	path string
 }
 
-// name is the last component of the node's path.
-func (n *Node) name() string { return n.path[strings.LastIndexByte(n.path, '/')+1:] }
-
 // addChild records a child under its name.
 func (n *Node) addChild(name string, c *Node) {
 	if n.Children == nil {
