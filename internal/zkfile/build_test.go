@@ -141,3 +141,24 @@ func TestLoadRefusesSnapshotThatIsNoTree(t *testing.T) {
 		})
 	}
 }
+
+// A newest snapshot cut short among its nodes is passed over: the nodes already built into a
+// tree before the file ended are dropped with it.
+func TestLoadPassesOverTruncatedSnapshot(t *testing.T) {
+	nodes := bigTree()
+	dir := snapDir(t, 0x20, nodes[:100])
+	newer := snapDir(t, 0x30, nodes)
+	b, err := os.ReadFile(filepath.Join(newer, "version-2", "snapshot.30"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cut := range []int{len(b) / 2, len(b) - 20} {
+		if err := os.WriteFile(filepath.Join(dir, "version-2", "snapshot.30"), b[:cut], 0o644); err != nil {
+			t.Fatal(err)
+		}
+		st, rep, err := Load(dir, "")
+		if err != nil || len(rep.SkippedSnaps) != 1 || st.Zxid != 0x20 || len(st.Nodes) != 100 {
+			t.Fatalf("cut at %d of %d: Load = %v, %+v; want the older snapshot's 100 nodes", cut, len(b), err, rep)
+		}
+	}
+}
