@@ -63,15 +63,35 @@ func RestoreDir(dataDir string, backup io.Reader, id string, peers []Peer) (*zno
 		return nil, err
 	}
 	v := t.View()
-	var members []raft.Server
-	if len(peers) == 0 {
-		members = []raft.Server{{Suffrage: raft.Voter, ID: raft.ServerID(id), Address: "127.0.0.1:0"}}
-	}
-	for _, p := range peers {
-		members = append(members, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.Addr)})
-	}
-	if err := storage.Seed(dataDir, b, v.Zxid(), members); err != nil {
+	err = storage.Seed(dataDir, v.Zxid(), seedMembers(id, peers), func(w io.Writer) error {
+		_, err := w.Write(b)
+		return err
+	})
+	if err != nil {
 		return nil, err
 	}
 	return v, nil
+}
+
+// SeedDir seeds an empty data directory with the tree of v, as RestoreDir does with a backup of
+// it, writing v's snapshot straight into the directory: nothing is encoded twice, held whole or
+// read back (zkd import, whose tree was just built and checked from the snapshot reader, and
+// whose snapshot a starting node checks chunk by chunk).
+func SeedDir(dataDir string, v *znode.View, id string, peers []Peer) error {
+	return storage.Seed(dataDir, v.Zxid(), seedMembers(id, peers), func(w io.Writer) error {
+		return storage.WriteSnapshot(w, v)
+	})
+}
+
+// seedMembers is the Raft configuration of a seeded directory: id alone for a standalone
+// server, else the members.
+func seedMembers(id string, peers []Peer) []raft.Server {
+	if len(peers) == 0 {
+		return []raft.Server{{Suffrage: raft.Voter, ID: raft.ServerID(id), Address: "127.0.0.1:0"}}
+	}
+	var members []raft.Server
+	for _, p := range peers {
+		members = append(members, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.Addr)})
+	}
+	return members
 }

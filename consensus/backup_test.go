@@ -12,8 +12,9 @@ import (
 )
 
 // TestRestoreSeedsACluster backs up a standalone node, seeds the three members of a new cluster
-// from the backup (each with its own id, the same members), and starts them: they elect a leader,
-// every member serves the backed-up tree, and zxids go on above the backup's.
+// from the backup (each with its own id, the same members; one straight from the node's view
+// with SeedDir, as zkd import seeds), and starts them: they elect a leader, every member serves
+// the backed-up tree, and zxids go on above the backup's.
 func TestRestoreSeedsACluster(t *testing.T) { synctest.Test(t, testRestoreSeedsACluster) }
 
 func testRestoreSeedsACluster(t *testing.T) {
@@ -32,14 +33,20 @@ func testRestoreSeedsACluster(t *testing.T) {
 	if err := WriteBackup(&backup, src.View()); err != nil {
 		t.Fatal(err)
 	}
-	want, zxid := snapshotBytes(t, src), src.View().Zxid()
+	want, zxid, view := snapshotBytes(t, src), src.View().Zxid(), src.View()
 	src.Shutdown()
 
 	seeded := map[string]string{}
 	c := newBubbleCluster(t, 3, false, func(cfg *Config) {
 		if seeded[cfg.ID] == "" {
 			seeded[cfg.ID] = filepath.Join(t.TempDir(), "data")
-			if _, err := RestoreDir(seeded[cfg.ID], bytes.NewReader(backup.Bytes()), cfg.ID, cfg.Peers); err != nil {
+			var err error
+			if len(seeded) == 1 { // the first member seeded
+				err = SeedDir(seeded[cfg.ID], view, cfg.ID, cfg.Peers)
+			} else {
+				_, err = RestoreDir(seeded[cfg.ID], bytes.NewReader(backup.Bytes()), cfg.ID, cfg.Peers)
+			}
+			if err != nil {
 				t.Fatalf("restore %s: %v", cfg.ID, err)
 			}
 		}

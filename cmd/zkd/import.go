@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"strings"
 
 	"github.com/zkd-io/zkd/consensus"
@@ -27,6 +28,15 @@ func importCmd(args []string, stdout, stderr io.Writer) int {
 	if fs.Parse(args) != nil || fs.NArg() != 0 || len(froms) == 0 || *data == "" || (len(fromLogs) != 0 && len(fromLogs) != len(froms)) {
 		fs.Usage()
 		return 2
+	}
+	if os.Getenv("GOGC") == "" {
+		// An import only builds: nearly everything it allocates stays live until it ends, so
+		// each collection mostly marks what the last one marked. At the default GOGC=100 that
+		// marking took 18 s of a 10 M-node import's 55 s of CPU; at 400 the import takes 10 s
+		// less CPU, for a peak RSS 1.6 GB higher (8.2 GB at 10 M; the import before it peaked
+		// at 11 GB).
+		// GOGC and GOMEMLIMIT in the environment still rule; the setting is restored on return.
+		defer debug.SetGCPercent(debug.SetGCPercent(importGCPercent))
 	}
 	id, peers, err := membersFromConfig(*configPath)
 	if err != nil {
@@ -73,20 +83,10 @@ func importCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "zkd import: %v\n", err)
 		return 1
 	}
-	// The backup streams into the restore: a large tree's backup is never held whole.
-	pr, pw := io.Pipe()
-	wrote := make(chan error, 1)
-	go func() { // the backup's writer; importCmd waits for it
-		err := consensus.WriteBackup(pw, t.View())
-		_ = pw.CloseWithError(err)
-		wrote <- err
-	}()
-	v, err := consensus.RestoreDir(*data, pr, id, peers)
-	_ = pr.CloseWithError(errors.New("zkd import: the restore stopped"))
-	if werr := <-wrote; err == nil && werr != nil {
-		err = werr
-	}
-	if err != nil {
+	// The tree's snapshot goes straight into the new directory: the tree was built through the
+	// snapshot reader, so it is not encoded into a backup and read back a second time.
+	v := t.View()
+	if err := consensus.SeedDir(*data, v, id, peers); err != nil {
 		fmt.Fprintf(stderr, "zkd import: %v\n", err)
 		return 1
 	}
@@ -94,6 +94,9 @@ func importCmd(args []string, stdout, stderr io.Writer) int {
 		rep.Snapshot, rep.Txns, len(rep.Logs), v.Zxid(), v.NodeCount(), len(v.Sessions()), *data)
 	return 0
 }
+
+// importGCPercent is the GOGC of zkd import, unless the environment sets one.
+const importGCPercent = 400
 
 // listFlag is a flag that may be given more than once.
 type listFlag []string

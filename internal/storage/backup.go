@@ -2,7 +2,6 @@ package storage
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -78,10 +77,10 @@ func Replay(dataDir string, restore func(io.ReadCloser) error, apply func(*raft.
 	return conf, nil
 }
 
-// Seed seeds an empty data directory from a snapshot (snap, in WriteSnapshot's format, whose
-// tree is at zxid): Raft's state becomes that snapshot at index zxid, term 1, with the given
-// members. The directory must hold no zkd data.
-func Seed(dataDir string, snap []byte, zxid int64, members []raft.Server) error {
+// Seed seeds an empty data directory from a snapshot, which write writes in WriteSnapshot's
+// format (its tree at zxid): Raft's state becomes that snapshot at index zxid, term 1, with the
+// given members. The directory must hold no zkd data. An error from write cancels the snapshot.
+func Seed(dataDir string, zxid int64, members []raft.Server, write func(io.Writer) error) error {
 	if zxid <= 0 {
 		return errors.New("consensus: the backup is of an empty server (zxid 0); start a new server instead")
 	}
@@ -123,7 +122,7 @@ func Seed(dataDir string, snap []byte, zxid int64, members []raft.Server) error 
 	if err != nil {
 		return fmt.Errorf("consensus: create snapshot: %w", err)
 	}
-	if _, err := io.Copy(sink, bytes.NewReader(snap)); err != nil {
+	if err := write(sink); err != nil {
 		_ = sink.Cancel()
 		return fmt.Errorf("consensus: write snapshot: %w", err)
 	}

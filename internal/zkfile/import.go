@@ -2,8 +2,8 @@ package zkfile
 
 import (
 	"fmt"
-	"maps"
 	"slices"
+	"strings"
 
 	"github.com/zkd-io/zkd/znode"
 )
@@ -36,9 +36,16 @@ func SessionPassword(id int64) []byte {
 	return p
 }
 
+// child is a node with its name, as its parent keeps it.
+type child struct {
+	name string
+	n    *Node
+}
+
 // Tree builds a zkd tree of the state at its zxid: every node with its persisted stat, ACL and
 // kind, and every session with its timeout and ZooKeeper's password for it. It walks the state
-// from the root, each node's children in name order, straight into znode.ImportWalk.
+// from the root down its nodes' links to their children, each node's children in name order,
+// straight into znode.ImportWalk.
 func (s *State) Tree() (*znode.Tree, error) {
 	sessions := make([]znode.Session, 0, len(s.Sessions))
 	for id, to := range s.Sessions {
@@ -46,13 +53,13 @@ func (s *State) Tree() (*znode.Tree, error) {
 	}
 	return znode.ImportWalk(s.Zxid, sessions, int64(len(s.Nodes)), func(emit func(*znode.RawNode, int) error) error {
 		var raw znode.RawNode
-		var visit func(path string) error
-		visit = func(path string) error {
-			n := s.Nodes[path]
-			if n == nil {
-				return fmt.Errorf("zkfile: %q is a child of a node but is missing", path)
-			}
+		var visit func(n *Node) error
+		visit = func(n *Node) error {
 			session, container, ttl := Owner(n.Stat.EphemeralOwner)
+			path := n.path
+			if path == "" {
+				path = "/"
+			}
 			raw = znode.RawNode{
 				Path: path, Data: n.Data, ACL: n.ACL,
 				Czxid: n.Stat.Czxid, Mzxid: n.Stat.Mzxid, Pzxid: n.Stat.Pzxid,
@@ -60,21 +67,26 @@ func (s *State) Tree() (*znode.Tree, error) {
 				Version: n.Stat.Version, Cversion: n.Stat.Cversion, Aversion: n.Stat.Aversion,
 				Ephemeral: session, Container: container, TTL: ttl,
 			}
-			names := slices.Sorted(maps.Keys(n.Children))
-			if err := emit(&raw, len(names)); err != nil {
+			if err := emit(&raw, len(n.Children)); err != nil {
 				return err
 			}
-			prefix := path + "/"
-			if path == "/" {
-				prefix = "/"
+			// The children in name order, sorted by the names their parent keeps.
+			kids := make([]child, 0, len(n.Children))
+			for name, c := range n.Children {
+				kids = append(kids, child{name, c})
 			}
-			for _, c := range names {
-				if err := visit(prefix + c); err != nil {
+			slices.SortFunc(kids, func(a, b child) int { return strings.Compare(a.name, b.name) })
+			for _, c := range kids {
+				if err := visit(c.n); err != nil {
 					return err
 				}
 			}
 			return nil
 		}
-		return visit("/")
+		root := s.Nodes["/"]
+		if root == nil {
+			return fmt.Errorf("zkfile: the state has no root")
+		}
+		return visit(root)
 	})
 }

@@ -101,6 +101,14 @@ func ZxidFromName(name, prefix string) (int64, bool) {
 // ReadSnapshotFile reads and verifies the snapshot at path. The compression (none, .gz or
 // .snappy) follows the file name, as in ZooKeeper.
 func ReadSnapshotFile(path string) (*Snapshot, error) {
+	return readSnapshotFile(path, func(s *Snapshot, n SnapNode) error {
+		s.Nodes = append(s.Nodes, n)
+		return nil
+	})
+}
+
+// readSnapshotFile is ReadSnapshotFile handing each node to node; see readSnapshot.
+func readSnapshotFile(path string, node func(*Snapshot, SnapNode) error) (*Snapshot, error) {
 	zxid, ok := ZxidFromName(filepath.Base(path), "snapshot")
 	if !ok {
 		return nil, fmt.Errorf("%s: not a ZooKeeper snapshot name (snapshot.<zxid in hex>)", path)
@@ -122,7 +130,7 @@ func ReadSnapshotFile(path string) (*Snapshot, error) {
 	case strings.HasSuffix(path, ".snappy"):
 		in = &xerialSnappy{r: f}
 	}
-	s, err := ReadSnapshot(in)
+	s, err := readSnapshot(in, node)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -136,6 +144,16 @@ var ErrChecksum = errors.New("checksum mismatch")
 // ReadSnapshot decodes an uncompressed snapshot stream and verifies its Adler-32 seal. Zxid is
 // left zero: it comes from the file name.
 func ReadSnapshot(in io.Reader) (*Snapshot, error) {
+	return readSnapshot(in, func(s *Snapshot, n SnapNode) error {
+		s.Nodes = append(s.Nodes, n)
+		return nil
+	})
+}
+
+// readSnapshot is ReadSnapshot handing each node to node as it is read, in the file's order,
+// instead of keeping it in Nodes. The snapshot is verified only at its end: until readSnapshot
+// returns, its nodes may be damaged ones.
+func readSnapshot(in io.Reader, node func(*Snapshot, SnapNode) error) (*Snapshot, error) {
 	r := newReader(in)
 	magic, err := r.int32()
 	if err != nil {
@@ -155,7 +173,7 @@ func ReadSnapshot(in io.Reader) (*Snapshot, error) {
 	if s.DBID, err = r.int64(); err != nil {
 		return nil, err
 	}
-	if err := s.readBody(r); err != nil {
+	if err := s.readBody(r, node); err != nil {
 		return nil, fmt.Errorf("at offset %d: %w", r.off, err)
 	}
 	if err := checkSeal(r); err != nil {
@@ -189,7 +207,7 @@ func ReadSnapshot(in io.Reader) (*Snapshot, error) {
 
 // checkSeal reads a seal, the Adler-32 of everything before it and the string "/", and checks it.
 func checkSeal(r *reader) error {
-	want := int64(r.sum.Sum32())
+	want := int64(r.sum32())
 	got, err := r.int64()
 	if err != nil {
 		return fmt.Errorf("reading the checksum: %w", err)
@@ -205,7 +223,7 @@ func checkSeal(r *reader) error {
 }
 
 // readBody reads the session table, the ACL table and the nodes up to the "/" that ends them.
-func (s *Snapshot) readBody(r *reader) error {
+func (s *Snapshot) readBody(r *reader, node func(*Snapshot, SnapNode) error) error {
 	n, err := r.int32()
 	if err != nil {
 		return err
@@ -264,7 +282,9 @@ func (s *Snapshot) readBody(r *reader) error {
 				return fmt.Errorf("node %q refers to ACL %d, which the ACL table lacks", path, nd.ACL)
 			}
 		}
-		s.Nodes = append(s.Nodes, nd)
+		if err := node(s, nd); err != nil {
+			return err
+		}
 	}
 }
 

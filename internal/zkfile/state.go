@@ -15,15 +15,18 @@ type Node struct {
 	Data     []byte
 	ACL      []jute.ACL // nil for ZooKeeper's unnamed open ACL (reference -1 in a snapshot)
 	Stat     Stat
-	Children map[string]struct{} // child names; nil while there are none (most nodes are leaves)
+	Children map[string]*Node // each child by name; nil while there are none (most nodes are leaves)
+	// path is the node's key in the tree ("" for the root): the walk from the root takes each
+	// node's path from here, not from a lookup of a path it put together.
+	path string
 }
 
-// addChild records a child's name.
-func (n *Node) addChild(name string) {
+// addChild records a child under its name.
+func (n *Node) addChild(name string, c *Node) {
 	if n.Children == nil {
-		n.Children = make(map[string]struct{})
+		n.Children = make(map[string]*Node)
 	}
-	n.Children[name] = struct{}{}
+	n.Children[name] = c
 }
 
 // State is the data a ZooKeeper server loads: a snapshot with the logged transactions after it
@@ -89,38 +92,90 @@ func FromSnapshot(s *Snapshot) (*State, error) {
 }
 
 func newTree(s *Snapshot) (*tree, error) {
-	t := &tree{
-		nodes:      make(map[string]*Node, len(s.Nodes)),
-		sessions:   maps.Clone(s.Sessions),
-		ephemerals: make(map[int64]map[string]struct{}),
-		zxid:       s.Zxid,
-	}
+	b := newBuilder(len(s.Nodes))
 	for _, sn := range s.Nodes {
-		n := &Node{Data: sn.Data, Stat: sn.Stat}
-		if sn.ACL != OpenACL {
-			n.ACL = s.ACLs[sn.ACL]
+		if err := b.add(s, sn); err != nil {
+			return nil, err
 		}
-		if _, dup := t.nodes[sn.Path]; dup {
-			return nil, fmt.Errorf("snapshot holds %q twice", sn.Path)
-		}
-		if sn.Path != "" {
-			if sn.Path[0] != '/' {
-				return nil, fmt.Errorf("snapshot holds a node with a bad path %q", sn.Path)
-			}
-			parent, name := split(sn.Path)
-			p := t.nodes[parent]
-			if p == nil {
-				return nil, fmt.Errorf("snapshot holds %q before its parent", sn.Path)
-			}
-			p.addChild(name)
-		}
-		t.nodes[sn.Path] = n
-		t.addEphemeral(sn.Path, sn.Stat.EphemeralOwner)
 	}
-	if t.nodes[""] == nil {
+	return b.finish(s)
+}
+
+// builder builds a tree from a snapshot's nodes as they are read, each parent before its
+// children (ZooKeeper writes its tree depth first).
+type builder struct {
+	t *tree
+	// stack is the path from the root to the last node added: where the parent of the next node
+	// is found, unless the order is not depth first (then it is looked up).
+	stack []*Node
+	err   error // the first node that does not fit: later ones are passed over
+}
+
+func newBuilder(size int) *builder {
+	return &builder{t: &tree{
+		nodes:      make(map[string]*Node, size),
+		ephemerals: make(map[int64]map[string]struct{}),
+	}}
+}
+
+// add adds a node of snapshot s. A node that does not fit the tree is recorded in b.err, and
+// add goes on taking nodes without adding them, so that the rest of the file is still read and
+// checked: a snapshot that fails its checksum is passed over, not refused.
+func (b *builder) add(s *Snapshot, sn SnapNode) error {
+	if b.err != nil {
+		return nil
+	}
+	t := b.t
+	n := &Node{Data: sn.Data, Stat: sn.Stat, path: sn.Path}
+	if sn.ACL != OpenACL {
+		n.ACL = s.ACLs[sn.ACL]
+	}
+	if sn.Path == "" {
+		if t.nodes[""] != nil {
+			b.err = fmt.Errorf("snapshot holds %q twice", sn.Path)
+			return nil
+		}
+	} else {
+		if sn.Path[0] != '/' {
+			b.err = fmt.Errorf("snapshot holds a node with a bad path %q", sn.Path)
+			return nil
+		}
+		parent, name := split(sn.Path)
+		for len(b.stack) > 0 && b.stack[len(b.stack)-1].path != parent {
+			b.stack = b.stack[:len(b.stack)-1]
+		}
+		var p *Node
+		if len(b.stack) > 0 {
+			p = b.stack[len(b.stack)-1]
+		} else if p = t.nodes[parent]; p != nil {
+			b.stack = append(b.stack, p)
+		}
+		if p == nil {
+			b.err = fmt.Errorf("snapshot holds %q before its parent", sn.Path)
+			return nil
+		}
+		if _, dup := p.Children[name]; dup {
+			b.err = fmt.Errorf("snapshot holds %q twice", sn.Path)
+			return nil
+		}
+		p.addChild(name, n)
+	}
+	b.stack = append(b.stack, n)
+	t.nodes[sn.Path] = n
+	t.addEphemeral(sn.Path, sn.Stat.EphemeralOwner)
+	return nil
+}
+
+// finish returns the tree of snapshot s once all its nodes are added.
+func (b *builder) finish(s *Snapshot) (*tree, error) {
+	if b.err != nil {
+		return nil, b.err
+	}
+	if b.t.nodes[""] == nil {
 		return nil, errors.New("snapshot has no root node")
 	}
-	return t, nil
+	b.t.sessions, b.t.zxid = maps.Clone(s.Sessions), s.Zxid
+	return b.t, nil
 }
 
 func (t *tree) addEphemeral(path string, owner int64) {
@@ -266,13 +321,15 @@ func (t *tree) create(op *Op, owner int64, h TxnHeader) error {
 	if cv > parent.Stat.Cversion {
 		parent.Stat.Cversion, parent.Stat.Pzxid = cv, h.Zxid
 	}
-	parent.addChild(name)
-	t.nodes[op.Path] = &Node{
+	n := &Node{
 		Data: op.Data,
 		ACL:  op.ACL,
 		Stat: Stat{Czxid: h.Zxid, Mzxid: h.Zxid, Pzxid: h.Zxid, Ctime: h.Time, Mtime: h.Time,
 			EphemeralOwner: owner},
+		path: op.Path,
 	}
+	parent.addChild(name, n)
+	t.nodes[op.Path] = n
 	t.addEphemeral(op.Path, owner)
 	return nil
 }
