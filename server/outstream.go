@@ -79,10 +79,7 @@ func (r *childrenReply) stream(h *jute.ReplyHeader) *childStream {
 	if r.kids.Len() < streamMinChildren {
 		return nil
 	}
-	names := 4
-	for name := range r.kids.From("") {
-		names += 4 + len(name)
-	}
+	names := 4 + 4*r.kids.Len() + r.kids.NameBytes()
 	var tail []byte
 	if r.stat != nil {
 		tail = jute.AppendFrame(nil, r.stat)[jute.FrameHeaderLen:]

@@ -3,6 +3,7 @@ package znode
 import (
 	"cmp"
 	"slices"
+	"sync/atomic"
 )
 
 // The tree's ordered maps (each node's children, the session table, each session's ephemerals and
@@ -31,6 +32,10 @@ type bnode[K cmp.Ordered, V item[K]] struct {
 	kids  []*bnode[K, V] // nil in a leaf; otherwise len(items)+1
 	// owner is the transient that made this bnode, if one did (see setIn); nil otherwise.
 	owner *transient
+	// weight is 1 + the subtree's weight once weigh has computed it, 0 before. It is the one field
+	// written after a bnode is reachable, by readers, atomically and always with the same value.
+	// (The bnode stays in the 64-byte size class with it.)
+	weight atomic.Int64
 }
 
 // transient marks the bnodes one multi's Apply made: they are not yet reachable from any View, so
@@ -112,6 +117,7 @@ func (t btree[K, V]) setIn(tr *transient, v V) (btree[K, V], bool) {
 // own returns n itself when tr owns it, or else a copy owned by tr with slices of its own.
 func (n *bnode[K, V]) own(tr *transient) *bnode[K, V] {
 	if n.owner == tr {
+		n.weight.Store(0) // about to change; no View reaches it yet
 		return n
 	}
 	return &bnode[K, V]{items: clone(n.items), kids: clone(n.kids), owner: tr}
@@ -387,6 +393,64 @@ func (n *bnode[K, V]) ascendFrom(from K, fn func(V) bool) bool {
 		return n.kids[last].ascend(fn)
 	}
 	return true
+}
+
+// ascendRunsFrom is ascendFrom handing fn the items in runs, a leaf's at once and an inner bnode's
+// one at a time, so that a caller can load a run's items together before it uses them (when the
+// items are pointers, their loads then overlap instead of waiting on one another).
+func (n *bnode[K, V]) ascendRunsFrom(from K, fn func([]V) bool) bool {
+	i, _ := n.search(from)
+	if n.kids == nil {
+		return i == len(n.items) || fn(n.items[i:])
+	}
+	for j := i; j < len(n.items); j++ {
+		var ok bool
+		if j == i {
+			ok = n.kids[j].ascendRunsFrom(from, fn)
+		} else {
+			ok = n.kids[j].ascendRuns(fn)
+		}
+		if !ok || !fn(n.items[j:j+1]) {
+			return false
+		}
+	}
+	last := len(n.items)
+	if i == last {
+		return n.kids[last].ascendRunsFrom(from, fn)
+	}
+	return n.kids[last].ascendRuns(fn)
+}
+
+// ascendRuns is ascendRunsFrom from the first item.
+func (n *bnode[K, V]) ascendRuns(fn func([]V) bool) bool {
+	if n.kids == nil {
+		return fn(n.items)
+	}
+	for j := range n.items {
+		if !n.kids[j].ascendRuns(fn) || !fn(n.items[j:j+1]) {
+			return false
+		}
+	}
+	return n.kids[len(n.items)].ascendRuns(fn)
+}
+
+// weigh returns the sum of w over the items of the subtree at n. A bnode never changes once a
+// View reaches it, so the sum is kept in it: weighing a tree again after a change walks only the
+// bnodes the change copied (a path from the root, a few dozen items) and reads the rest from the
+// bnodes it shares. Every caller of weigh on the same tree must pass the same w.
+func (n *bnode[K, V]) weigh(w func(V) int64) int64 {
+	if s := n.weight.Load(); s != 0 {
+		return s - 1
+	}
+	var s int64
+	for _, v := range n.items {
+		s += w(v)
+	}
+	for _, k := range n.kids {
+		s += k.weigh(w)
+	}
+	n.weight.Store(s + 1)
+	return s
 }
 
 // buildBtree makes a balanced tree from items sorted by strictly increasing key, in linear time.

@@ -78,6 +78,9 @@ func TestBtreeRandomAgainstMap(t *testing.T) {
 			}
 			model[k] = step
 		}
+		if step%97 == 0 {
+			checkWeight(t, tr, model) // cached sums are reused by the next weighings
+		}
 		if step%1000 == 0 {
 			versions = append(versions, tr)
 			snapshots = append(snapshots, maps(model))
@@ -98,6 +101,7 @@ func TestBtreeRandomAgainstMap(t *testing.T) {
 		if len(keys) != len(snapshots[i]) {
 			t.Fatalf("version %d has %d keys; want %d", i, len(keys), len(snapshots[i]))
 		}
+		checkWeight(t, old, snapshots[i])
 		for k, v := range snapshots[i] {
 			if got, ok := old.get(k); !ok || got.v != v {
 				t.Fatalf("version %d: get(%d) = %d, %v; want %d", i, k, got.v, ok, v)
@@ -111,6 +115,42 @@ func TestBtreeRandomAgainstMap(t *testing.T) {
 	if !tr.empty() {
 		t.Fatalf("tree not empty after deleting every key")
 	}
+}
+
+// weighValue weighs a kv by its value, so that a replaced item changes the sum.
+func weighValue(x kv) int64 { return int64(x.v) }
+
+// checkWeight checks that weigh of tr is the sum of model's values.
+func checkWeight(t *testing.T, tr btree[int, kv], model map[int]int) {
+	t.Helper()
+	var want, got int64
+	for _, v := range model {
+		want += int64(v)
+	}
+	if tr.root != nil {
+		got = tr.root.weigh(weighValue)
+	}
+	if got != want {
+		t.Fatalf("weigh = %d; want %d", got, want)
+	}
+}
+
+// TestBtreeWeighTransient checks weigh over a transient's in-place inserts: a sum cached between
+// them is not kept once the bnode changes.
+func TestBtreeWeighTransient(t *testing.T) {
+	tr := new(transient)
+	var b btree[int, kv]
+	model := map[int]int{}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for step := range 3000 {
+		k := rng.IntN(1000)
+		b, _ = b.setIn(tr, kv{k, step})
+		model[k] = step
+		if step%13 == 0 {
+			checkWeight(t, b, model)
+		}
+	}
+	checkWeight(t, b, model)
 }
 
 func maps(m map[int]int) map[int]int {
@@ -144,6 +184,30 @@ func TestBtreeBuildAndAscendFrom(t *testing.T) {
 			}
 			if !slices.Equal(got, want) {
 				t.Fatalf("n=%d ascendFrom(%d) = %v; want %v", n, from, got, want)
+			}
+			// In runs, to the end and stopped early, the items are the same in the same order.
+			var all, runs []int
+			tr.ascendFrom(from, func(x kv) bool { all = append(all, x.k); return true })
+			if tr.root != nil {
+				tr.root.ascendRunsFrom(from, func(run []kv) bool {
+					for _, x := range run {
+						runs = append(runs, x.k)
+					}
+					return true
+				})
+			}
+			if !slices.Equal(runs, all) {
+				t.Fatalf("n=%d ascendRunsFrom(%d) gave %d items; ascendFrom %d", n, from, len(runs), len(all))
+			}
+			calls := 0
+			if tr.root != nil {
+				ranToEnd := tr.root.ascendRunsFrom(from, func([]kv) bool { calls++; return false })
+				if ranToEnd != (len(all) == 0) {
+					t.Fatalf("n=%d ascendRunsFrom(%d) stopped at once reports ran to the end = %v", n, from, ranToEnd)
+				}
+			}
+			if calls > 1 {
+				t.Fatalf("n=%d ascendRunsFrom(%d) ran on after fn returned false", n, from)
 			}
 		}
 		// A built tree stays valid through deletes and inserts.

@@ -35,9 +35,17 @@ func TestChildrenListsAsGetChildren(t *testing.T) {
 	if got := slices.Collect(kids.From("n149x")); !slices.Equal(got, want.Children[150:]) {
 		t.Fatalf("From(n149x) starts at %v; want n150", got[:1])
 	}
+	if got := kids.NameBytes(); got != 200*4 {
+		t.Fatalf("NameBytes = %d; want %d", got, 200*4)
+	}
 	h.apply(jute.OpDelete, &jute.DeleteRequest{Path: "/d/n000", Version: -1})
-	if got := slices.Collect(kids.From("")); len(got) != 200 || got[0] != "n000" {
+	if got := slices.Collect(kids.From("")); len(got) != 200 || got[0] != "n000" || kids.NameBytes() != 200*4 {
 		t.Fatal("a held child list changed with the tree")
+	}
+	h.mustCreate("/d/longer-name", jute.ModePersistent)
+	now, _, _ := h.tree.View().Children("/d", nil)
+	if got, want := now.NameBytes(), 199*4+len("longer-name"); got != want {
+		t.Fatalf("NameBytes after a delete and a create = %d; want %d", got, want)
 	}
 
 	_, _, err = v.Children("/missing", nil)

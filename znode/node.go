@@ -121,8 +121,11 @@ func uvarintAt(p *byte) (uint64, uintptr) {
 }
 
 // head returns the node's kind, its name's length and where the name starts.
-func (n *node) head() (nodeKind, uintptr, uintptr) {
-	p := unsafe.Pointer(n.buf)
+func (n *node) head() (nodeKind, uintptr, uintptr) { return headAt(n.buf) }
+
+// headAt is head for the nodeBytes at buf.
+func headAt(buf *byte) (nodeKind, uintptr, uintptr) {
+	p := unsafe.Pointer(buf)
 	h := *(*byte)(p)
 	if l := uintptr(h >> kindBits); l < longName {
 		return nodeKind(h & kindMask), l, 1
@@ -154,9 +157,12 @@ func (n *node) setKind(k nodeKind) {
 func (n *node) setData(data []byte) { n.buf = nodeBytes(n.kind(), n.name(), data) }
 
 // name is inlined into key, which the child maps call on every comparison, and calls nothing.
-func (n *node) name() string {
-	_, nlen, off := n.head()
-	return unsafe.String((*byte)(unsafe.Add(unsafe.Pointer(n.buf), off)), nlen)
+func (n *node) name() string { return nameAt(n.buf) }
+
+// nameAt is name for the nodeBytes at buf.
+func nameAt(buf *byte) string {
+	_, nlen, off := headAt(buf)
+	return unsafe.String((*byte)(unsafe.Add(unsafe.Pointer(buf), off)), nlen)
 }
 
 // data returns the node's data, nil for null data. The slice shares the node's allocation and must

@@ -20,6 +20,8 @@ port=${LOCKMEM_PORT:-21832}
 rss() { awk '/^VmRSS:/ {print int($2 / 1024)}' "/proc/$1/status"; }
 # cpu prints a process's user+system CPU time in clock ticks.
 cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# written prints the bytes a process has written through write calls (sockets and files).
+written() { awk '/^wchar:/ {print $2}' "/proc/$1/io"; }
 # deleted_watches prints the count and sum of mntr's node_deleted_watch_count.
 deleted_watches() {
 	exec 3<>"/dev/tcp/127.0.0.1/$port" || return 0
@@ -37,14 +39,16 @@ measure() { # measure NAME PID
 		done
 	) &
 	sampler=$!
-	local before w0 w1 c0 c1 TIMEFORMAT
+	local before w0 w1 c0 c1 b0 b1 TIMEFORMAT
 	before=$(rss "$2")
 	w0=$(deleted_watches)
 	c0=$(cpu "$2")
+	b0=$(written "$2")
 	TIMEFORMAT="$1: the contenders (zkbench) took %R s, %U s user and %S s system CPU"
 	time "$tmp/zkbench" -addr "127.0.0.1:$port" -workload lock -clients "$n" -ops "$n" -duration 0 -session-timeout 120s | tail -n 4
 	c1=$(cpu "$2")
-	echo "$1: the server took $(((c1 - c0) / $(getconf CLK_TCK))) s CPU"
+	b1=$(written "$2")
+	echo "$1: the server took $(awk -v t="$((c1 - c0))" -v hz="$(getconf CLK_TCK)" 'BEGIN {printf "%.2f", t / hz}') s CPU and wrote $(((b1 - b0) >> 20)) MB"
 	w1=$(deleted_watches)
 	set -- "$1" "$2" $w0 $w1
 	echo "$1: mntr node_deleted_watch_count: $(($5 - $3)) deletes notified $(($6 - $4)) connections"
