@@ -156,7 +156,8 @@ func (n *node) setKind(k nodeKind) {
 // setData replaces the node's data with a copy of data.
 func (n *node) setData(data []byte) { n.buf = nodeBytes(n.kind(), n.name(), data) }
 
-// name is inlined into key, which the child maps call on every comparison, and calls nothing.
+// name is inlined into key, which the child maps call on every comparison, and inlines wholly
+// (nameAt and headAt with it).
 func (n *node) name() string { return nameAt(n.buf) }
 
 // nameAt is name for the nodeBytes at buf.
