@@ -103,11 +103,29 @@ func LoadWith(dataDir, logDir string, opts Options) (*State, *Report, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	logs, firsts, err := files(version2(logDir), "log")
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, nil, err
+	}
 	rep := &Report{}
-	var t *tree
-	// The tree is built as the snapshot is read; one that does not verify is dropped whole.
+	var (
+		t     *tree
+		later []*Log // the logs read for the snapshot t was built from
+	)
+	// The tree is built as the snapshot is read; one that does not verify is dropped whole. The
+	// logs after the snapshot (its zxid is in its name) are read first: the transactions they
+	// hold say how many nodes the tree's map must take and whether the digest will be checked.
 	for i := len(snaps) - 1; i >= 0 && t == nil; i-- {
-		b := newBuilder(nodesHint(snaps[i]))
+		zxid, ok := ZxidFromName(filepath.Base(snaps[i]), "snapshot")
+		if !ok {
+			rep.SkippedSnaps = append(rep.SkippedSnaps, snaps[i]+": not a snapshot name")
+			continue
+		}
+		if later, err = readLogsAfter(logs, firsts, zxid); err != nil {
+			return nil, nil, err
+		}
+		creates, digested := scan(later, zxid)
+		b := newBuilder(nodesHint(snaps[i])+creates, digested)
 		s, err := readSnapshotFile(snaps[i], b.add)
 		if err != nil {
 			rep.SkippedSnaps = append(rep.SkippedSnaps, err.Error())
@@ -118,34 +136,21 @@ func LoadWith(dataDir, logDir string, opts Options) (*State, *Report, error) {
 			return nil, nil, fmt.Errorf("%s: %w", rep.Snapshot, err)
 		}
 	}
-	logs, firsts, err := files(version2(logDir), "log")
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, nil, err
-	}
-	var last *Txn // the last transaction applied
 	if t == nil {
 		if len(snaps) > 0 {
 			return nil, nil, fmt.Errorf("no snapshot in %s verifies: %s", version2(dataDir), strings.Join(rep.SkippedSnaps, "; "))
 		}
 		// A ZooKeeper that never took a snapshot starts from its initial tree and the logs.
 		t, _ = newTree(initialSnapshot())
-	}
-	// The logs to read: the last that starts at or before the snapshot's zxid, and every later
-	// one (a log holds the transactions from the zxid in its name on).
-	start := 0
-	for i, z := range firsts {
-		if z <= t.zxid {
-			start = i
-		}
-	}
-	for _, path := range logs[start:] {
-		l, err := ReadLogFileAfter(path, t.zxid)
-		if err != nil {
+		if later, err = readLogsAfter(logs, firsts, t.zxid); err != nil {
 			return nil, nil, err
 		}
-		rep.Logs = append(rep.Logs, path)
+	}
+	var last *Txn // the last transaction applied
+	for _, l := range later {
+		rep.Logs = append(rep.Logs, l.Path)
 		if l.Torn {
-			rep.TornLogs = append(rep.TornLogs, path)
+			rep.TornLogs = append(rep.TornLogs, l.Path)
 		}
 		for i := range l.Txns {
 			x := &l.Txns[i]
@@ -158,10 +163,9 @@ func LoadWith(dataDir, logDir string, opts Options) (*State, *Report, error) {
 		}
 	}
 	t.quotaStats()
-	st := t.takeState()
 	// ZooKeeper logs the tree's digest after each transaction: the rebuilt tree must have it.
 	if last != nil && last.Digest != nil && last.Digest.Version == digestVersion {
-		if got := st.Digest(); got != last.Digest.Value {
+		if got := t.digest(); got != last.Digest.Value {
 			err := fmt.Errorf("%w: after zxid %#x ZooKeeper logged %#x, the rebuilt tree gives %#x", ErrDigest, last.Header.Zxid, uint64(last.Digest.Value), uint64(got))
 			if !opts.IgnoreDigest {
 				return nil, nil, err
@@ -171,7 +175,53 @@ func LoadWith(dataDir, logDir string, opts Options) (*State, *Report, error) {
 			rep.DigestChecked = true
 		}
 	}
-	return st, rep, nil
+	return t.takeState(), rep, nil
+}
+
+// readLogsAfter reads the logs that can hold transactions after zxid: the last that starts at or
+// before it, and every later one (a log holds the transactions from the zxid in its name on).
+func readLogsAfter(logs []string, firsts []int64, zxid int64) ([]*Log, error) {
+	start := 0
+	for i, z := range firsts {
+		if z <= zxid {
+			start = i
+		}
+	}
+	var out []*Log
+	for _, path := range logs[start:] {
+		l, err := ReadLogFileAfter(path, zxid)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+// scan returns how many nodes the logged transactions after zxid create, at most, and whether
+// the last of them carries a digest of the tree this package checks.
+func scan(logs []*Log, zxid int64) (creates int, digested bool) {
+	var count func(op *Op)
+	count = func(op *Op) {
+		switch op.Type {
+		case jute.OpCreate, jute.OpCreate2, jute.OpCreateTTL, jute.OpCreateContainer:
+			creates++
+		case jute.OpMulti:
+			for i := range op.Multi {
+				count(&op.Multi[i])
+			}
+		}
+	}
+	var last *Txn
+	for _, l := range logs {
+		for i := range l.Txns {
+			if x := &l.Txns[i]; x.Header.Zxid > zxid {
+				count(&x.Op)
+				last = x
+			}
+		}
+	}
+	return creates, last != nil && last.Digest != nil && last.Digest.Version == digestVersion
 }
 
 // nodesHint guesses the number of nodes in a snapshot file from its size, for the tree's map:
@@ -224,6 +274,7 @@ func (t *tree) quotaStats() {
 			return
 		}
 		count, bytes := subtree(t.nodes[target])
+		t.changing(q)
 		q.Data = fmt.Appendf(nil, "count=%d,bytes=%d", count, bytes)
 	}
 	if q := t.nodes[quotaRoot]; q != nil {

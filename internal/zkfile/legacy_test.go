@@ -287,3 +287,125 @@ func TestLoadChecksTheLoggedDigest(t *testing.T) {
 		})
 	}
 }
+
+// A create finds its parent through the last one created under, and not once that parent is
+// deleted: a create under a deleted parent fails as ZooKeeper's does, and one under the parent
+// created again goes to the new node.
+func TestReplayCreateAfterParentDeleted(t *testing.T) {
+	create := func(path string, cversion int32) func(e *jute.Encoder) {
+		return func(e *jute.Encoder) {
+			e.String(path)
+			e.Buffer([]byte("d"))
+			worldACL(e)
+			e.Bool(false)
+			e.Int32(cversion)
+		}
+	}
+	del := func(path string) func(e *jute.Encoder) { return func(e *jute.Encoder) { e.String(path) } }
+	l := newLog()
+	l.add(7, 1, jute.OpCreate, create("/p", 1))
+	l.add(7, 2, jute.OpCreate, create("/p/a", 1))
+	l.add(7, 3, jute.OpDelete, del("/p/a"))
+	l.add(7, 4, jute.OpDelete, del("/p"))
+	l.add(7, 5, jute.OpCreate, create("/p/b", 2))
+	l.add(7, 6, jute.OpCreate, create("/p", 3))
+	l.add(7, 7, jute.OpCreate, create("/p/c", 1))
+	l.add(7, 8, jute.OpCreate, create("/p/c", 2))
+	lg, err := ReadLog(bytes.NewReader(l.b.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, _ := newTree(initialSnapshot())
+	for i := range lg.Txns {
+		tr.apply(&lg.Txns[i])
+	}
+	st := tr.state()
+	if st.Nodes["/p/b"] != nil || st.Nodes["/p/a"] != nil {
+		t.Errorf("/p/a %v, /p/b %v: want neither", st.Nodes["/p/a"], st.Nodes["/p/b"])
+	}
+	p, c := st.Nodes["/p"], st.Nodes["/p/c"]
+	if p == nil || c == nil || len(p.Children) != 1 || p.Children["c"] != c {
+		t.Fatalf("/p %+v, /p/c %+v: want /p with the one child c", p, c)
+	}
+	if c.Stat.Czxid != 7 || p.Stat.Cversion != 2 || p.Stat.Pzxid != 8 {
+		t.Errorf("/p/c czxid %d, /p cversion %d pzxid %d: want 7, 2, 8", c.Stat.Czxid, p.Stat.Cversion, p.Stat.Pzxid)
+	}
+}
+
+// The logs after a snapshot tell how many nodes they create, multis' included, and whether the
+// last transaction after it carries a digest to check.
+func TestScanLaterLogs(t *testing.T) {
+	create := Op{Type: jute.OpCreate}
+	logs := []*Log{
+		{Txns: []Txn{
+			{Header: TxnHeader{Zxid: 5}, Op: create, Digest: &Digest{Version: digestVersion}},
+			{Header: TxnHeader{Zxid: 10}, Op: Op{Type: jute.OpMulti, Multi: []Op{create, {Type: jute.OpSetData}, {Type: jute.OpCreateContainer}}}},
+		}},
+		{Txns: []Txn{
+			{Header: TxnHeader{Zxid: 11}, Op: Op{Type: jute.OpCreateTTL}},
+			{Header: TxnHeader{Zxid: 12}, Op: Op{Type: jute.OpDelete}, Digest: &Digest{Version: digestVersion}},
+		}},
+	}
+	if creates, digested := scan(logs, 5); creates != 3 || !digested {
+		t.Errorf("after zxid 5: %d creates, digested %v; want 3, true", creates, digested)
+	}
+	logs[1].Txns[1].Digest = nil
+	if creates, digested := scan(logs, 0); creates != 4 || digested {
+		t.Errorf("after zxid 0, the last without a digest: %d creates, digested %v; want 4, false", creates, digested)
+	}
+	if creates, digested := scan(logs, 12); creates != 0 || digested {
+		t.Errorf("after the last: %d creates, digested %v; want 0, false", creates, digested)
+	}
+}
+
+// The digest kept as the tree changes is the one computed from every node afterwards, through
+// each kind of change a replay makes: creates (the parent's cversion), deletes (its pzxid),
+// setData, setACL, a create of a node that exists (cversion brought up), a closeSession's
+// deletes, and a quota's stats.
+func TestKeptDigestMatchesFullDigest(t *testing.T) {
+	create := func(path string, ephemeral bool, cversion int32) func(e *jute.Encoder) {
+		return func(e *jute.Encoder) {
+			e.String(path)
+			e.Buffer([]byte("data of " + path))
+			worldACL(e)
+			e.Bool(ephemeral)
+			e.Int32(cversion)
+		}
+	}
+	path := func(p string) func(e *jute.Encoder) { return func(e *jute.Encoder) { e.String(p) } }
+	l := newLog()
+	l.add(7, 1, jute.OpCreateSession, func(e *jute.Encoder) { e.Int32(30000) })
+	l.add(7, 2, jute.OpCreate, create("/a", false, 1))
+	l.add(7, 3, jute.OpCreate, create("/a/b", false, 1))
+	l.add(7, 4, jute.OpCreate, create("/a/c", true, 2))
+	l.add(7, 5, jute.OpSetData, func(e *jute.Encoder) { e.String("/a/b"); e.Buffer([]byte("new")); e.Int32(1) })
+	l.add(7, 6, jute.OpSetData, func(e *jute.Encoder) { e.String("/a/b"); e.Buffer([]byte("newer")); e.Int32(2) })
+	l.add(7, 7, jute.OpSetACL, func(e *jute.Encoder) { e.String("/a"); worldACL(e); e.Int32(1) })
+	l.add(7, 8, jute.OpCreate, create("/a/b", false, 5))
+	l.add(7, 9, jute.OpCreate, create("/a/d", false, 6))
+	l.add(7, 10, jute.OpDelete, path("/a/d"))
+	l.add(7, 11, jute.OpCreate, create("/zookeeper/quota/a", false, 1))
+	l.add(7, 12, jute.OpCreate, create("/zookeeper/quota/a/zookeeper_limits", false, 1))
+	l.add(7, 13, jute.OpCreate, create("/zookeeper/quota/a/zookeeper_stats", false, 2))
+	l.add(7, 14, jute.OpCloseSession, nil)
+	lg, err := ReadLog(bytes.NewReader(l.b.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, _ := newTree(initialSnapshot())
+	for i := range lg.Txns {
+		tr.apply(&lg.Txns[i])
+		if got, want := tr.digest(), tr.state().Digest(); got != want {
+			t.Fatalf("after zxid %d: kept digest %#x, computed %#x", lg.Txns[i].Header.Zxid, got, want)
+		}
+	}
+	tr.quotaStats()
+	kept := tr.digest()
+	st := tr.takeState()
+	if st.Nodes["/a/c"] != nil || st.Nodes["/a/d"] != nil || st.Nodes["/a/b"] == nil {
+		t.Fatalf("the replay went wrong: /a/b %v, /a/c %v, /a/d %v", st.Nodes["/a/b"], st.Nodes["/a/c"], st.Nodes["/a/d"])
+	}
+	if want := st.Digest(); kept != want {
+		t.Errorf("kept digest %#x, computed %#x", kept, want)
+	}
+}

@@ -19,6 +19,8 @@ type Node struct {
 	// path is the node's key in the tree ("" for the root): the walk from the root takes each
 	// node's path from here, not from a lookup of a path it put together.
 	path string
+	// digest is the node's digest while the tree's sum counts it (digest.go).
+	digest uint64
 }
 
 // addChild records a child under its name.
@@ -80,6 +82,28 @@ type tree struct {
 	sessions   map[int64]int32
 	ephemerals map[int64]map[string]struct{}
 	zxid       int64
+	// parentKey and parent are the parent of the last node created: logged creates come in runs
+	// under one parent (a multi of a table's leaves), so most find it here and not in nodes, a
+	// map of millions of paths. A delete of parentKey clears it.
+	parentKey string
+	parent    *Node
+	// keepDigest, digestSum, dirty and scratch keep the tree's digest (digest.go).
+	keepDigest bool
+	digestSum  uint64
+	dirty      []*Node
+	scratch    []byte
+}
+
+// lookupParent returns the node at key, through the last parent created under.
+func (t *tree) lookupParent(key string) *Node {
+	if t.parent != nil && t.parentKey == key {
+		return t.parent
+	}
+	p := t.nodes[key]
+	if p != nil {
+		t.parentKey, t.parent = key, p
+	}
+	return p
 }
 
 // FromSnapshot builds the state a snapshot holds.
@@ -92,7 +116,7 @@ func FromSnapshot(s *Snapshot) (*State, error) {
 }
 
 func newTree(s *Snapshot) (*tree, error) {
-	b := newBuilder(len(s.Nodes))
+	b := newBuilder(len(s.Nodes), true)
 	for _, sn := range s.Nodes {
 		if err := b.add(s, sn); err != nil {
 			return nil, err
@@ -111,10 +135,13 @@ type builder struct {
 	err   error // the first node that does not fit: later ones are passed over
 }
 
-func newBuilder(size int) *builder {
+// newBuilder returns a builder for a tree of about size nodes, keeping its digest as it changes
+// if keepDigest is set.
+func newBuilder(size int, keepDigest bool) *builder {
 	return &builder{t: &tree{
 		nodes:      make(map[string]*Node, size),
 		ephemerals: make(map[int64]map[string]struct{}),
+		keepDigest: keepDigest,
 	}}
 }
 
@@ -162,6 +189,7 @@ func (b *builder) add(s *Snapshot, sn SnapNode) error {
 	}
 	b.stack = append(b.stack, n)
 	t.nodes[sn.Path] = n
+	t.added(n)
 	t.addEphemeral(sn.Path, sn.Stat.EphemeralOwner)
 	return nil
 }
@@ -269,12 +297,14 @@ func (t *tree) applyOp(h TxnHeader, op *Op) error {
 		if n == nil {
 			return errNoNode
 		}
+		t.changing(n)
 		n.Data, n.Stat.Mtime, n.Stat.Mzxid, n.Stat.Version = op.Data, h.Time, h.Zxid, op.Version
 	case jute.OpSetACL:
 		n := t.nodes[key(op.Path)]
 		if n == nil {
 			return errNoNode
 		}
+		t.changing(n)
 		n.Stat.Aversion, n.ACL = op.Version, op.ACL
 	case jute.OpCloseSession:
 		local := t.ephemerals[h.ClientID]
@@ -306,11 +336,13 @@ func (t *tree) applyOp(h TxnHeader, op *Op) error {
 
 func (t *tree) create(op *Op, owner int64, h TxnHeader) error {
 	parentKey, name := split(op.Path)
-	parent := t.nodes[parentKey]
+	parent := t.lookupParent(parentKey)
 	if parent == nil {
 		return errNoNode
 	}
-	if existing := t.nodes[op.Path]; existing != nil {
+	// A node is in nodes exactly when it is among its parent's children: the parent's map is
+	// the smaller one to ask.
+	if existing := parent.Children[name]; existing != nil {
 		existing.ACL = op.ACL // ZooKeeper replaces the ACL even then
 		return errNodeExists
 	}
@@ -319,6 +351,7 @@ func (t *tree) create(op *Op, owner int64, h TxnHeader) error {
 		cv = parent.Stat.Cversion + 1
 	}
 	if cv > parent.Stat.Cversion {
+		t.changing(parent)
 		parent.Stat.Cversion, parent.Stat.Pzxid = cv, h.Zxid
 	}
 	n := &Node{
@@ -330,6 +363,7 @@ func (t *tree) create(op *Op, owner int64, h TxnHeader) error {
 	}
 	parent.addChild(name, n)
 	t.nodes[op.Path] = n
+	t.added(n)
 	t.addEphemeral(op.Path, owner)
 	return nil
 }
@@ -342,6 +376,7 @@ func (t *tree) delete(path string, zxid int64) error {
 	}
 	delete(parent.Children, name)
 	if zxid > parent.Stat.Pzxid {
+		t.changing(parent)
 		parent.Stat.Pzxid = zxid
 	}
 	n := t.nodes[path]
@@ -349,6 +384,10 @@ func (t *tree) delete(path string, zxid int64) error {
 		return errNoNode
 	}
 	delete(t.nodes, path)
+	t.removed(n)
+	if t.parent != nil && t.parentKey == path {
+		t.parentKey, t.parent = "", nil
+	}
 	if s, _, _ := Owner(n.Stat.EphemeralOwner); s != 0 {
 		delete(t.ephemerals[s], path)
 	}
@@ -364,6 +403,7 @@ func (t *tree) setCversionPzxid(path string, cv int32, zxid int64) {
 		cv = n.Stat.Cversion + 1
 	}
 	if cv > n.Stat.Cversion {
+		t.changing(n)
 		n.Stat.Cversion, n.Stat.Pzxid = cv, zxid
 	}
 }
