@@ -19,6 +19,7 @@ failed operations. A churner's failure is "lost" when it is the connection loss 
 a cut brings, and an error otherwise; an error is also two holders of the lock or the leadership,
 or three of the semaphore's two leases, at once.
 """
+import faulthandler
 import sys
 import threading
 import time
@@ -267,6 +268,9 @@ def main():
         threads.append(loop("election", lambda i=i: election_round(cs[i], i, lead_held)))
     threads.append(loop("victim", victim_round))
     holder.join()
+    # Every churn thread ends within seconds of the hold (its calls have timeouts); one that
+    # does not would leave the test to kill the process, so say first where each thread is.
+    faulthandler.dump_traceback_later(90)
     # A contender still waiting for leadership when the hold ends is called off.
     for e in list(elections):
         e.cancel()
@@ -275,6 +279,7 @@ def main():
     for zk in cs:
         zk.stop()
         zk.close()
+    faulthandler.cancel_dump_traceback_later()
     held.report()
     print("churn kazoo " + " ".join("%s=%d" % (k, counts[k]) for k in
                                     ("sessions", "locks", "elections", "semaphores", "expiries", "lost", "errors")), flush=True)
