@@ -292,33 +292,16 @@ func TestLoadChecksTheLoggedDigest(t *testing.T) {
 // deleted: a create under a deleted parent fails as ZooKeeper's does, and one under the parent
 // created again goes to the new node.
 func TestReplayCreateAfterParentDeleted(t *testing.T) {
-	create := func(path string, cversion int32) func(e *jute.Encoder) {
-		return func(e *jute.Encoder) {
-			e.String(path)
-			e.Buffer([]byte("d"))
-			worldACL(e)
-			e.Bool(false)
-			e.Int32(cversion)
-		}
-	}
-	del := func(path string) func(e *jute.Encoder) { return func(e *jute.Encoder) { e.String(path) } }
 	l := newLog()
-	l.add(7, 1, jute.OpCreate, create("/p", 1))
-	l.add(7, 2, jute.OpCreate, create("/p/a", 1))
-	l.add(7, 3, jute.OpDelete, del("/p/a"))
-	l.add(7, 4, jute.OpDelete, del("/p"))
-	l.add(7, 5, jute.OpCreate, create("/p/b", 2))
-	l.add(7, 6, jute.OpCreate, create("/p", 3))
-	l.add(7, 7, jute.OpCreate, create("/p/c", 1))
-	l.add(7, 8, jute.OpCreate, create("/p/c", 2))
-	lg, err := ReadLog(bytes.NewReader(l.b.Bytes()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, _ := newTree(initialSnapshot())
-	for i := range lg.Txns {
-		tr.apply(&lg.Txns[i])
-	}
+	l.add(7, 1, jute.OpCreate, createBody("/p", false, 1))
+	l.add(7, 2, jute.OpCreate, createBody("/p/a", false, 1))
+	l.add(7, 3, jute.OpDelete, pathBody("/p/a"))
+	l.add(7, 4, jute.OpDelete, pathBody("/p"))
+	l.add(7, 5, jute.OpCreate, createBody("/p/b", false, 2))
+	l.add(7, 6, jute.OpCreate, createBody("/p", false, 3))
+	l.add(7, 7, jute.OpCreate, createBody("/p/c", false, 1))
+	l.add(7, 8, jute.OpCreate, createBody("/p/c", false, 2))
+	tr := replay(t, l, nil)
 	st := tr.state()
 	if st.Nodes["/p/b"] != nil || st.Nodes["/p/a"] != nil {
 		t.Errorf("/p/a %v, /p/b %v: want neither", st.Nodes["/p/a"], st.Nodes["/p/b"])
@@ -363,42 +346,26 @@ func TestScanLaterLogs(t *testing.T) {
 // setData, setACL, a create of a node that exists (cversion brought up), a closeSession's
 // deletes, and a quota's stats.
 func TestKeptDigestMatchesFullDigest(t *testing.T) {
-	create := func(path string, ephemeral bool, cversion int32) func(e *jute.Encoder) {
-		return func(e *jute.Encoder) {
-			e.String(path)
-			e.Buffer([]byte("data of " + path))
-			worldACL(e)
-			e.Bool(ephemeral)
-			e.Int32(cversion)
-		}
-	}
-	path := func(p string) func(e *jute.Encoder) { return func(e *jute.Encoder) { e.String(p) } }
 	l := newLog()
 	l.add(7, 1, jute.OpCreateSession, func(e *jute.Encoder) { e.Int32(30000) })
-	l.add(7, 2, jute.OpCreate, create("/a", false, 1))
-	l.add(7, 3, jute.OpCreate, create("/a/b", false, 1))
-	l.add(7, 4, jute.OpCreate, create("/a/c", true, 2))
+	l.add(7, 2, jute.OpCreate, createBody("/a", false, 1))
+	l.add(7, 3, jute.OpCreate, createBody("/a/b", false, 1))
+	l.add(7, 4, jute.OpCreate, createBody("/a/c", true, 2))
 	l.add(7, 5, jute.OpSetData, func(e *jute.Encoder) { e.String("/a/b"); e.Buffer([]byte("new")); e.Int32(1) })
 	l.add(7, 6, jute.OpSetData, func(e *jute.Encoder) { e.String("/a/b"); e.Buffer([]byte("newer")); e.Int32(2) })
 	l.add(7, 7, jute.OpSetACL, func(e *jute.Encoder) { e.String("/a"); worldACL(e); e.Int32(1) })
-	l.add(7, 8, jute.OpCreate, create("/a/b", false, 5))
-	l.add(7, 9, jute.OpCreate, create("/a/d", false, 6))
-	l.add(7, 10, jute.OpDelete, path("/a/d"))
-	l.add(7, 11, jute.OpCreate, create("/zookeeper/quota/a", false, 1))
-	l.add(7, 12, jute.OpCreate, create("/zookeeper/quota/a/zookeeper_limits", false, 1))
-	l.add(7, 13, jute.OpCreate, create("/zookeeper/quota/a/zookeeper_stats", false, 2))
+	l.add(7, 8, jute.OpCreate, createBody("/a/b", false, 5))
+	l.add(7, 9, jute.OpCreate, createBody("/a/d", false, 6))
+	l.add(7, 10, jute.OpDelete, pathBody("/a/d"))
+	l.add(7, 11, jute.OpCreate, createBody("/zookeeper/quota/a", false, 1))
+	l.add(7, 12, jute.OpCreate, createBody("/zookeeper/quota/a/zookeeper_limits", false, 1))
+	l.add(7, 13, jute.OpCreate, createBody("/zookeeper/quota/a/zookeeper_stats", false, 2))
 	l.add(7, 14, jute.OpCloseSession, nil)
-	lg, err := ReadLog(bytes.NewReader(l.b.Bytes()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, _ := newTree(initialSnapshot())
-	for i := range lg.Txns {
-		tr.apply(&lg.Txns[i])
+	tr := replay(t, l, func(tr *tree, x *Txn) {
 		if got, want := tr.digest(), tr.state().Digest(); got != want {
-			t.Fatalf("after zxid %d: kept digest %#x, computed %#x", lg.Txns[i].Header.Zxid, got, want)
+			t.Fatalf("after zxid %d: kept digest %#x, computed %#x", x.Header.Zxid, got, want)
 		}
-	}
+	})
 	tr.quotaStats()
 	kept := tr.digest()
 	st := tr.takeState()
@@ -408,4 +375,36 @@ func TestKeptDigestMatchesFullDigest(t *testing.T) {
 	if want := st.Digest(); kept != want {
 		t.Errorf("kept digest %#x, computed %#x", kept, want)
 	}
+}
+
+// createBody is a create's record: data named after the path, the open ACL.
+func createBody(path string, ephemeral bool, cversion int32) func(e *jute.Encoder) {
+	return func(e *jute.Encoder) {
+		e.String(path)
+		e.Buffer([]byte("data of " + path))
+		worldACL(e)
+		e.Bool(ephemeral)
+		e.Int32(cversion)
+	}
+}
+
+// pathBody is a record of one path: a delete's.
+func pathBody(path string) func(e *jute.Encoder) { return func(e *jute.Encoder) { e.String(path) } }
+
+// replay reads l back and applies it to ZooKeeper's initial tree, calling each (if set) after
+// every transaction.
+func replay(t *testing.T, l *logBuilder, each func(tr *tree, x *Txn)) *tree {
+	t.Helper()
+	lg, err := ReadLog(bytes.NewReader(l.b.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, _ := newTree(initialSnapshot())
+	for i := range lg.Txns {
+		tr.apply(&lg.Txns[i])
+		if each != nil {
+			each(tr, &lg.Txns[i])
+		}
+	}
+	return tr
 }
